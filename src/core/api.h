@@ -1,0 +1,439 @@
+/* api.h — the exported surface, written once over the design contract: the C malloc family
+ * with glibc's behaviour where the standard leaves room, the glibc-internal aliases, mallinfo/
+ * malloc_stats/malloc_info/malloc_trim, the 20 replaceable C++ operators, and the locus_ API.
+ *
+ * The design provides design_alloc(h, size, zero), design_alloc_aligned(h, align, size, zero),
+ * design_free, design_usable, design_resize, design_purge (besides what heap.h lists). */
+#ifndef LOCUS_API_H
+#define LOCUS_API_H
+
+#include <malloc.h>
+#include <stdio.h>
+#include "../../include/locus.h"
+
+/* ---- start-up ------------------------------------------------------------------------------ */
+
+static void stats_print_at_exit(void);
+
+static void global_init(void) {
+  int expect = 0;
+  if (!atomic_compare_exchange_strong(&init_state, &expect, 1)) {
+    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) sched_yield();
+    return;
+  }
+  os_init();
+  options_init();
+  if (!segmap_init()) {
+    locus_printf(2, "locus: cannot reserve the segment map\n");
+    abort();
+  }
+  const uint64_t *rnd = (const uint64_t *)getauxval(AT_RANDOM);
+  uint64_t seed = rnd ? rnd[0] ^ rnd[1] : (uint64_t)(uintptr_t)&seed * 0x9E3779B97F4A7C15ull;
+  segment_cookie = seed | 1;
+  free_marker_cookie = (seed * 0xBF58476D1CE4E5B9ull) & ~(uint64_t)0xF;   /* low bits free */
+  design_global_init();
+  atomic_store_explicit(&init_state, 2, memory_order_release);
+  /* From here on allocation works, so calls that may allocate are safe. */
+  if (pthread_key_create(&heap_key, heap_abandon) == 0) atomic_store(&heap_key_ready, true);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (opt.verbose) {
+    char buf[1024];
+    outbuf_t o = { buf, sizeof buf, 0, 0, 2 };
+    out_fmt(&o, "locus: library liblocus (%s), version %s, page %zu B, quantum %zu B%s\n",
+            LOCUS_VARIANT, LOCUS_VERSION, os_page_size, QUANTUM, cfg_debug ? ", debug build" : "");
+    out_str(&o, "locus: effective options:\n");
+    options_print(&o, false);
+    out_flush(&o);
+  }
+}
+
+/* Runs at exit (library destructor), after the program's own exit handlers. */
+__attribute__((destructor)) static void locus_at_exit(void) {
+  if (atomic_load(&init_state) == 2 && opt.stats) stats_print_at_exit();
+}
+
+/* ---- the core operations -------------------------------------------------------------------- */
+
+static inline void *alloc_impl(size_t size, bool zero) {
+  void *p = design_alloc(tl_heap, size, zero);
+  if (unlikely(!p)) errno = ENOMEM;
+  return p;
+}
+
+static void *aligned_impl(size_t align, size_t size, bool zero) {
+  if (align <= 8 || (align <= QUANTUM && size > 8)) return alloc_impl(size, zero);
+  if (align <= QUANTUM) return alloc_impl(QUANTUM, zero);
+  if (size > PTRDIFF_MAX - align) { errno = ENOMEM; return NULL; }
+  void *p = design_alloc_aligned(tl_heap, align, size, zero);
+  if (unlikely(!p)) errno = ENOMEM;
+  ASSERT(!p || ((uintptr_t)p & (align - 1)) == 0);
+  return p;
+}
+
+/* Any non-design, non-huge descriptor means p is not an object. */
+static void heap_free_local(heap_t *h, void *p, const char *call) {
+  segment_t *s = segment_of(p);
+  desc_t *d = desc_head(s, p);
+  if (likely(d->kind >= KIND_DESIGN)) design_free(h, d, p, call);
+  else if (d->kind == KIND_HUGE) huge_free(h, d, p, call);
+  else locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
+}
+
+static inline void free_impl(void *p, const char *call) {
+  if (unlikely(!p)) return;
+  unsigned g = segmap_get(p);
+  if (likely(g == GRANULE_SEGMENT)) {
+    segment_t *s = segment_of(p);
+    desc_t *d = desc_head(s, p);
+    heap_t *h = s->heap;
+    if (likely(h == tl_heap)) {
+      if (likely(d->kind >= KIND_DESIGN)) design_free(h, d, p, call);
+      else if (d->kind == KIND_HUGE) huge_free(h, d, p, call);
+      else locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
+    } else {
+      if (d->kind == KIND_FREE) locus_fatal(call, "double free or invalid pointer", p);
+      heap_free_remote(h, d, p, call);
+    }
+  } else if (g != GRANULE_NONE) {
+    int saved = errno;
+    os_obj_free(p, call);
+    errno = saved;
+  } else {
+    locus_fatal(call, "invalid pointer", p);
+  }
+}
+
+/* Usable size of a live object; validates p like free does. */
+static size_t usable_impl(const void *p, const char *call) {
+  unsigned g = segmap_get(p);
+  if (g == GRANULE_SEGMENT) {
+    segment_t *s = segment_of(p);
+    desc_t *d = desc_head(s, p);
+    if (d->kind >= KIND_DESIGN) return design_usable(d, p, call);
+    if (d->kind == KIND_HUGE && p == desc_start(d)) return d->u.huge.usable;
+    locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
+  }
+  if (g != GRANULE_NONE) return os_obj_usable(os_obj_of(p, call));
+  locus_fatal(call, "invalid pointer", p);
+}
+
+static void *realloc_impl(void *p, size_t size) {
+  size_t usable = usable_impl(p, "realloc()");
+  if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  if (segmap_get(p) == GRANULE_SEGMENT) {
+    segment_t *s = segment_of(p);
+    desc_t *d = desc_head(s, p);
+    if (s->heap == tl_heap) {
+      if (d->kind >= KIND_DESIGN ? design_resize(s->heap, d, p, size) : huge_resize(s->heap, d, size))
+        return p;
+    } else if (size <= usable && size > usable / 2) {
+      return p;
+    }
+  } else if (os_obj_resize(p, size)) {
+    return p;
+  }
+  void *q = alloc_impl(size, false);
+  if (!q) return NULL;
+  memcpy(q, p, usable < size ? usable : size);
+  free_impl(p, "realloc()");
+  return q;
+}
+
+/* ---- the C API ------------------------------------------------------------------------------ */
+
+LOCUS_API void *malloc(size_t size) { return alloc_impl(size, false); }
+LOCUS_API void free(void *p) { free_impl(p, "free()"); }
+LOCUS_API void cfree(void *p) { free_impl(p, "free()"); }
+
+LOCUS_API void *calloc(size_t n, size_t size) {
+  size_t total;
+  if (unlikely(__builtin_mul_overflow(n, size, &total))) { errno = ENOMEM; return NULL; }
+  return alloc_impl(total, true);
+}
+
+LOCUS_API void *realloc(void *p, size_t size) {
+  if (!p) return alloc_impl(size, false);
+  if (size == 0) { free_impl(p, "realloc()"); return NULL; }
+  return realloc_impl(p, size);
+}
+
+LOCUS_API void *reallocarray(void *p, size_t n, size_t size) {
+  size_t total;
+  if (unlikely(__builtin_mul_overflow(n, size, &total))) { errno = ENOMEM; return NULL; }
+  return realloc(p, total);
+}
+
+LOCUS_API int posix_memalign(void **out, size_t align, size_t size) {
+  if (align < sizeof(void *) || !is_pow2(align)) return EINVAL;
+  int saved = errno;
+  void *p = aligned_impl(align, size, false);
+  errno = saved;
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+/* glibc rounds a non-power-of-two alignment up and rejects only impossible ones. */
+LOCUS_API void *memalign(size_t align, size_t size) {
+  if (align > SIZE_MAX / 2 + 1) { errno = EINVAL; return NULL; }
+  if (!is_pow2(align)) align = align ? (size_t)1 << (log2_floor(align) + 1) : 1;
+  return aligned_impl(align, size, false);
+}
+
+LOCUS_API void *aligned_alloc(size_t align, size_t size) { return memalign(align, size); }
+
+LOCUS_API void *valloc(size_t size) {
+  if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();
+  return aligned_impl(os_page_size, size, false);
+}
+
+LOCUS_API void *pvalloc(size_t size) {
+  if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();
+  if (size > SIZE_MAX - os_page_size) { errno = ENOMEM; return NULL; }
+  size = align_up(size ? size : 1, os_page_size);
+  return aligned_impl(os_page_size, size, false);
+}
+
+LOCUS_API size_t malloc_usable_size(void *p) {
+  return p ? usable_impl(p, "malloc_usable_size()") : 0;
+}
+
+/* glibc's own internal calls go through these names: they must land in the same heap. */
+LOCUS_API void *__libc_malloc(size_t size) { return alloc_impl(size, false); }
+LOCUS_API void __libc_free(void *p) { free_impl(p, "free()"); }
+LOCUS_API void *__libc_calloc(size_t n, size_t size) { return calloc(n, size); }
+LOCUS_API void *__libc_realloc(void *p, size_t size) { return realloc(p, size); }
+LOCUS_API void *__libc_memalign(size_t align, size_t size) { return memalign(align, size); }
+LOCUS_API void *__libc_valloc(size_t size) { return valloc(size); }
+LOCUS_API void *__libc_pvalloc(size_t size) { return pvalloc(size); }
+
+/* ---- statistics ------------------------------------------------------------------------------ */
+
+static void stats_collect(locus_stats_t *st) {
+  memset(st, 0, sizeof *st);
+  st->version = 1;
+  lock_acquire(&registry_lock);
+  for (heap_t *h = registry; h; h = h->next_all) {
+#define LOAD(f) __atomic_load_n(&h->stats.f, __ATOMIC_RELAXED)
+    st->malloc_calls += LOAD(malloc_calls);
+    st->free_calls += LOAD(free_calls);
+    st->remote_frees += LOAD(remote_frees);
+    st->bytes_allocated += LOAD(bytes_allocated);
+    st->pages_in_use += LOAD(pages_in_use);
+    st->blocks_in_use += LOAD(blocks_in_use);
+    st->huge_in_use += LOAD(huge_in_use);
+    st->search_words += LOAD(search_words);
+    st->searches += LOAD(searches);
+    uint64_t m = LOAD(search_words_max);
+    if (m > st->search_words_max) st->search_words_max = m;
+    uint64_t dirty = __atomic_load_n(&h->pages.dirty_pages, __ATOMIC_RELAXED);
+    uint64_t nseg = __atomic_load_n(&h->pages.nsegments, __ATOMIC_RELAXED);
+    uint64_t usable = nseg * ((SEGMENT_SIZE >> os_page_shift) - 0);
+    st->pages_free += usable > LOAD(pages_in_use) ? usable - LOAD(pages_in_use) : 0;
+    st->bytes_committed += (LOAD(pages_in_use) + dirty) << os_page_shift;
+    if (atomic_load(&h->state) == HEAP_ABANDONED) st->heaps_abandoned++;
+#undef LOAD
+  }
+  lock_release(&registry_lock);
+  uint64_t os_live = atomic_load(&os_objects_live), os_bytes = atomic_load(&os_objects_bytes);
+  st->huge_in_use += os_live;
+  st->bytes_allocated += os_bytes;
+  st->bytes_committed += os_bytes + huge_cache_bytes;
+  st->bytes_mapped = atomic_load(&os_bytes_mapped);
+  st->bytes_discarded = atomic_load(&os_bytes_discarded);
+  st->discard_calls = atomic_load(&os_discard_calls);
+  st->heaps = atomic_load(&heaps_created);
+}
+
+#define STATS_FIELDS(X) \
+  X(malloc_calls) X(free_calls) X(remote_frees) X(bytes_allocated) X(bytes_mapped) \
+  X(bytes_committed) X(bytes_discarded) X(discard_calls) X(pages_in_use) X(pages_free) \
+  X(blocks_in_use) X(huge_in_use) X(heaps) X(heaps_abandoned) X(search_words) \
+  X(search_words_max) X(searches)
+
+LOCUS_API int locus_stats_get(locus_stats_t *out) {
+  if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();
+  stats_collect(out);
+  return 0;
+}
+
+LOCUS_API size_t locus_stats_json(char *buf, size_t len) {
+  locus_stats_t st;
+  locus_stats_get(&st);
+  char dummy[1];
+  outbuf_t o = { len ? buf : dummy, len ? len : 1, 0, 0, -1 };
+  out_fmt(&o, "{\"variant\": \"%s\", \"version\": \"%s\", \"debug\": %s, \"page_size\": %zu, \"quantum\": %zu, ",
+          LOCUS_VARIANT, LOCUS_VERSION, cfg_debug ? "true" : "false", os_page_size, QUANTUM);
+#define X(f) out_fmt(&o, "\"%s\": %lu, ", #f, (unsigned long)st.f);
+  STATS_FIELDS(X)
+#undef X
+  out_fmt(&o, "\"search_words_mean\": %lu.%lu, \"options\": {",
+          (unsigned long)(st.searches ? st.search_words / st.searches : 0),
+          (unsigned long)(st.searches ? (st.search_words * 100 / st.searches) % 100 : 0));
+  options_print(&o, true);
+  out_str(&o, "}}");
+  o.buf[o.pos] = 0;
+  return o.need;
+}
+
+static void stats_write(int fd) {
+  locus_stats_t st;
+  locus_stats_get(&st);
+  char buf[2048];
+  outbuf_t o = { buf, sizeof buf, 0, 0, fd };
+  out_fmt(&o, "locus: statistics (%s %s)\n", LOCUS_VARIANT, LOCUS_VERSION);
+#define X(f) out_fmt(&o, "locus:   %20s %lu\n", #f, (unsigned long)st.f);
+  STATS_FIELDS(X)
+#undef X
+  out_flush(&o);
+}
+
+LOCUS_API void locus_stats_print(int fd) { stats_write(fd); }
+static void stats_print_at_exit(void) { stats_write(2); }
+
+LOCUS_API const char *locus_version(void) { return LOCUS_VERSION; }
+LOCUS_API const char *locus_variant(void) { return LOCUS_VARIANT; }
+
+/* Purges every heap: the caller's own directly, abandoned ones under their lock, and other
+ * live threads' heaps are left to their owners (their lists are not ours to touch). */
+LOCUS_API size_t locus_purge(void) {
+  if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) return 0;
+  size_t before = atomic_load(&os_bytes_discarded);
+  heap_t *me = tl_heap;
+  if (me != &heap_empty) {
+    heap_collect(me);
+    design_purge(me);
+    pages_purge(me, UINT64_MAX, 0);
+  }
+  lock_acquire(&registry_lock);
+  for (heap_t *h = registry; h; h = h->next_all) {
+    if (h == me || atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) continue;
+    if (atomic_load(&h->state) == HEAP_ABANDONED) {
+      heap_collect(h);
+      design_purge(h);
+      pages_purge(h, UINT64_MAX, 0);
+    }
+    lock_release(&h->lock);
+  }
+  lock_release(&registry_lock);
+  huge_cache_purge(UINT64_MAX);
+  return atomic_load(&os_bytes_discarded) - before;
+}
+
+LOCUS_API int locus_check_heap(void) {
+  heap_t *h = tl_heap;
+  if (h == &heap_empty) return 0;
+  return (int)(pages_check(h) + design_check(h));
+}
+
+/* ---- glibc's malloc introspection, from our own numbers ---------------------------------------- */
+
+LOCUS_API int malloc_trim(size_t pad) {
+  (void)pad;
+  return locus_purge() > 0;
+}
+
+LOCUS_API struct mallinfo2 mallinfo2(void) {
+  locus_stats_t st;
+  locus_stats_get(&st);
+  struct mallinfo2 mi;
+  memset(&mi, 0, sizeof mi);
+  mi.arena = st.bytes_committed;
+  mi.ordblks = st.blocks_in_use;
+  mi.hblks = atomic_load(&os_objects_live);
+  mi.hblkhd = atomic_load(&os_objects_bytes);
+  mi.uordblks = st.bytes_allocated;
+  mi.fordblks = st.bytes_committed > st.bytes_allocated ? st.bytes_committed - st.bytes_allocated : 0;
+  mi.keepcost = huge_cache_bytes;
+  return mi;
+}
+
+LOCUS_API struct mallinfo mallinfo(void) {
+  struct mallinfo2 m2 = mallinfo2();
+  struct mallinfo mi;
+  mi.arena = (int)m2.arena; mi.ordblks = (int)m2.ordblks; mi.smblks = (int)m2.smblks;
+  mi.hblks = (int)m2.hblks; mi.hblkhd = (int)m2.hblkhd; mi.usmblks = (int)m2.usmblks;
+  mi.fsmblks = (int)m2.fsmblks; mi.uordblks = (int)m2.uordblks; mi.fordblks = (int)m2.fordblks;
+  mi.keepcost = (int)m2.keepcost;
+  return mi;
+}
+
+LOCUS_API void malloc_stats(void) { stats_write(2); }
+
+LOCUS_API int malloc_info(int options, FILE *fp) {
+  if (options != 0 || !fp) { errno = EINVAL; return -1; }
+  locus_stats_t st;
+  locus_stats_get(&st);
+  char buf[2048];
+  outbuf_t o = { buf, sizeof buf, 0, 0, -1 };
+  out_fmt(&o, "<malloc version=\"locus-%s\" variant=\"%s\">\n", LOCUS_VERSION, LOCUS_VARIANT);
+#define X(f) out_fmt(&o, "<stat name=\"%s\" value=\"%lu\"/>\n", #f, (unsigned long)st.f);
+  STATS_FIELDS(X)
+#undef X
+  out_str(&o, "</malloc>\n");
+  o.buf[o.pos] = 0;
+  return fputs(o.buf, fp) < 0 ? -1 : 0;
+}
+
+LOCUS_API int mallopt(int param, int value) {
+  (void)param; (void)value;
+  return 1;    /* accepted; Locus is tuned with LOCUS_* options instead */
+}
+
+/* ---- C++ operators ---------------------------------------------------------------------------
+ * Written in C with their mangled names so C programs do not pull in the C++ runtime. When a
+ * C++ program is loaded, libstdc++ provides the new-handler and bad_alloc (weak references). */
+typedef void (*new_handler_fn)(void);
+extern new_handler_fn _ZSt15get_new_handlerv(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+static NOINLINE void *cxx_new_retry(size_t size, size_t align, bool nothrow) {
+  for (;;) {
+    void *p = align ? aligned_impl(align, size, false) : alloc_impl(size, false);
+    if (p) return p;
+    new_handler_fn handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (!handler) {
+      if (nothrow) return NULL;
+      if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+      locus_printf(2, "locus: operator new: out of memory (%zu bytes)\n", size);
+      abort();
+    }
+    handler();
+  }
+}
+
+static inline void *cxx_new(size_t size, size_t align, bool nothrow) {
+  void *p = align ? aligned_impl(align, size, false) : alloc_impl(size, false);
+  return likely(p != NULL) ? p : cxx_new_retry(size, align, nothrow);
+}
+
+static inline void cxx_delete(void *p, size_t size) {
+  if (cfg_debug && p && size && usable_impl(p, "operator delete") < size)
+    locus_fatal("operator delete", "size larger than the object", p);
+  free_impl(p, "free()");
+}
+
+#define NT const void *   /* std::nothrow_t const& */
+LOCUS_API void *_Znwm(size_t n) { return cxx_new(n, 0, false); }
+LOCUS_API void *_Znam(size_t n) { return cxx_new(n, 0, false); }
+LOCUS_API void *_ZnwmRKSt9nothrow_t(size_t n, NT t) { (void)t; return cxx_new(n, 0, true); }
+LOCUS_API void *_ZnamRKSt9nothrow_t(size_t n, NT t) { (void)t; return cxx_new(n, 0, true); }
+LOCUS_API void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new(n, a, false); }
+LOCUS_API void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new(n, a, false); }
+LOCUS_API void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, NT t) { (void)t; return cxx_new(n, a, true); }
+LOCUS_API void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, NT t) { (void)t; return cxx_new(n, a, true); }
+LOCUS_API void _ZdlPv(void *p) { cxx_delete(p, 0); }
+LOCUS_API void _ZdaPv(void *p) { cxx_delete(p, 0); }
+LOCUS_API void _ZdlPvm(void *p, size_t n) { cxx_delete(p, n); }
+LOCUS_API void _ZdaPvm(void *p, size_t n) { cxx_delete(p, n); }
+LOCUS_API void _ZdlPvRKSt9nothrow_t(void *p, NT t) { (void)t; cxx_delete(p, 0); }
+LOCUS_API void _ZdaPvRKSt9nothrow_t(void *p, NT t) { (void)t; cxx_delete(p, 0); }
+LOCUS_API void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; cxx_delete(p, 0); }
+LOCUS_API void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; cxx_delete(p, 0); }
+LOCUS_API void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)a; cxx_delete(p, n); }
+LOCUS_API void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)a; cxx_delete(p, n); }
+LOCUS_API void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, NT t) { (void)a; (void)t; cxx_delete(p, 0); }
+LOCUS_API void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, NT t) { (void)a; (void)t; cxx_delete(p, 0); }
+#undef NT
+
+#endif

@@ -1,0 +1,70 @@
+/* config.h — platform facts, compile-time knobs and the vocabulary every file shares.
+ *
+ * Vocabulary (used the same way in every file):
+ *   page     an OS page (size from sysconf at start-up, never hard-coded).
+ *   segment  an aligned 4 MiB reservation owned by one heap; its first pages hold the segment
+ *            header and one descriptor per page.
+ *   run      consecutive pages of a segment handed out by the page manager as one unit.
+ *   block    a run dedicated to one size class of a design (vam: 1 page small, 4 pages medium).
+ *   region   a run holding large objects with boundary tags (vam).
+ *   heap     per-thread allocator state: the design's lists plus a page manager.
+ *   huge     an object bigger than the design serves: a run object or, past the OS threshold,
+ *            its own mapping (an "OS object").
+ *
+ * Knobs are macros so that a variant library can override them with -D; code reads them as
+ * `static const` values so both branches of a knob always compile.
+ */
+#ifndef LOCUS_CONFIG_H
+#define LOCUS_CONFIG_H
+
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <errno.h>
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define LOCUS_API   __attribute__((visibility("default")))
+#define NOINLINE    __attribute__((noinline))
+#define COLD        __attribute__((cold, noinline))
+
+/* The variant's name as locus_variant() reports it. */
+#ifndef LOCUS_VARIANT
+#define LOCUS_VARIANT "vam"
+#endif
+
+/* Debug build: internal assertions and periodic whole-heap consistency checks. */
+#ifndef LOCUS_DEBUG
+#define LOCUS_DEBUG 0
+#endif
+static const bool cfg_debug = LOCUS_DEBUG;
+
+/* Fundamental alignment. 16 on x86-64/aarch64 (alignof(max_align_t)); the q8 ablation variant
+ * sets it to 8 and is weakly aligned by name. */
+#ifndef LOCUS_QUANTUM
+#define LOCUS_QUANTUM 16
+#endif
+#define QUANTUM ((size_t)LOCUS_QUANTUM)
+
+/* Segments: 4 MiB, aligned to their size, so that p & ~SEGMENT_MASK finds a header. */
+#define SEGMENT_SHIFT 22
+#define SEGMENT_SIZE  ((size_t)1 << SEGMENT_SHIFT)
+#define SEGMENT_MASK  (SEGMENT_SIZE - 1)
+
+/* User address space covered by the segment map (x86-64 and aarch64 with 4-level tables). */
+#define ADDRESS_BITS 47
+
+#if LOCUS_DEBUG
+#define ASSERT(c) ((c) ? (void)0 : locus_assert_fail(#c, __FILE__, __LINE__))
+#else
+#define ASSERT(c) ((void)0)
+#endif
+
+static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
+static inline unsigned log2_floor(size_t x) { return 63u - (unsigned)__builtin_clzl(x); }
+
+#endif

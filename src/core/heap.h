@@ -1,0 +1,468 @@
+/* heap.h — thread heaps: the heap type, the page manager's operations, the heap registry,
+ * per-thread heaps in initial-exec TLS, frees from other threads, heaps of exited threads,
+ * fork, and start-up.
+ *
+ * Ownership: a heap is used without locks by the one thread that owns it. Other threads
+ * never touch its lists; they push what they free onto heap->remote (a lock-free stack
+ * linked through the objects) and the owner takes it back on its slow paths. When a thread
+ * exits its heap is abandoned: from then on heap->lock guards it, a thread that frees into
+ * it frees directly under the lock, and the next new thread adopts it.
+ *
+ * The design (vam, phk, ...) provides, before this file is included:
+ *   design_heap_t                     its per-heap state, embedded first in heap_t
+ *   DESIGN_EMPTY_HEAP                 an initializer for it with every list empty
+ *   and, anywhere in the translation unit, the functions declared below. */
+#ifndef LOCUS_HEAP_H
+#define LOCUS_HEAP_H
+
+#include <pthread.h>
+#include <sys/auxv.h>
+
+/* Per-heap counters, written only by the heap's owner (or under its lock when abandoned). */
+#define HEAP_COUNTERS(X) \
+  X(malloc_calls) X(free_calls) X(remote_frees) X(bytes_allocated) \
+  X(pages_in_use) X(blocks_in_use) X(huge_in_use) \
+  X(search_words) X(search_words_max) X(searches)
+
+typedef struct heap_stats {
+#define X(name) uint64_t name;
+  HEAP_COUNTERS(X)
+#undef X
+} heap_stats_t;
+
+enum heap_state { HEAP_OWNED = 0, HEAP_ABANDONED = 1 };
+
+typedef struct heap heap_t;
+struct heap {
+  design_heap_t d;              /* first: the allocation fast path reads only this */
+  heap_stats_t stats;
+  pages_t pages;
+  _Atomic(void *) remote;       /* objects freed by other threads, linked via word 0 */
+  _Atomic int state;            /* enum heap_state */
+  spinlock_t lock;              /* guards the heap while it is abandoned */
+  heap_t *next_all;             /* registry of every heap ever created */
+  uint64_t slow_events;         /* debug builds: counts toward the periodic check */
+  bool fork_taken;              /* fork_prepare took h->lock */
+};
+
+/* ---- the design contract ------------------------------------------------------------------ */
+static void design_global_init(void);
+static void design_heap_init(heap_t *h);
+/* Frees p, whose run head is d (kind >= KIND_DESIGN), into heap h (the caller owns h). */
+static void design_free(heap_t *h, desc_t *d, void *p, const char *call);
+/* Checks a pointer another thread is about to push onto h->remote; ends the program on a
+ * detectable invalid or double free. */
+static void design_check_remote(desc_t *d, void *p, const char *call);
+static size_t design_usable(desc_t *d, const void *p, const char *call);
+/* Gives back memory the heap keeps for reuse (spare blocks) when its thread exits. */
+static void design_release_spares(heap_t *h);
+static size_t design_check(heap_t *h);
+
+/* ---- global state ------------------------------------------------------------------------ */
+static spinlock_t registry_lock;
+static heap_t *registry;                     /* all heaps, newest first */
+static _Atomic uint64_t heaps_created;
+static pthread_key_t heap_key;
+static _Atomic bool heap_key_ready;
+static _Atomic int init_state;               /* 0 none, 1 running, 2 done */
+static uint64_t free_marker_cookie;          /* random; see the designs' double-free markers */
+
+/* A thread that has no heap yet uses heap_empty: its lists are empty, so every allocation
+ * takes the slow path, which gives the thread a real heap. */
+static heap_t heap_empty = { .d = DESIGN_EMPTY_HEAP };
+static __thread heap_t *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
+
+static void global_init(void);
+static void heap_check_now(heap_t *h);
+
+/* ---- page manager ------------------------------------------------------------------------ */
+
+static void pages_purge_run(heap_t *h, desc_t *r);
+
+static segment_t *segment_create(heap_t *h) {
+  segment_t *s = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+  if (!s) return NULL;
+  size_t npages = SEGMENT_SIZE >> os_page_shift;
+  size_t header = align_up(sizeof(segment_t) + npages * sizeof(desc_t), os_page_size) >> os_page_shift;
+  s->check = segment_cookie ^ (uintptr_t)s;
+  s->heap = h;
+  s->npages = (uint32_t)npages;
+  s->first = (uint32_t)header;
+  for (size_t i = 0; i < header; i++) { s->desc[i].kind = KIND_HEADER; s->desc[i].back = 0; }
+  s->prev = NULL;
+  s->next = h->pages.segments;
+  if (s->next) s->next->prev = s;
+  h->pages.segments = s;
+  h->pages.nsegments++;
+  desc_t *r = &s->desc[header];
+  run_mark_free(r, npages - header, 0);
+  s->free_pages = (uint32_t)(npages - header);
+  run_insert(&h->pages, r, false, 0);
+  segmap_set(s, SEGMENT_SIZE, GRANULE_SEGMENT, GRANULE_SEGMENT);
+  return s;
+}
+
+static void segment_destroy(heap_t *h, segment_t *s) {
+  desc_t *r = &s->desc[s->first];
+  run_remove(&h->pages, r);
+  if (s->prev) s->prev->next = s->next; else h->pages.segments = s->next;
+  if (s->next) s->next->prev = s->prev;
+  h->pages.nsegments--;
+  segmap_set(s, SEGMENT_SIZE, GRANULE_NONE, GRANULE_NONE);
+  os_unmap(s, SEGMENT_SIZE);
+  atomic_fetch_add_explicit(&os_bytes_discarded, SEGMENT_SIZE, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_discard_calls, 1, memory_order_relaxed);
+}
+
+static inline bool run_is_whole_segment(const desc_t *r) {
+  const segment_t *s = desc_segment(r);
+  return r == &s->desc[s->first] && r->npages == s->npages - s->first;
+}
+
+/* Takes n pages (aligned to `align` pages) from h. *clean tells whether they read as zero.
+ * The run's pages point back to its head; the caller sets kind and the rest. */
+static desc_t *pages_alloc(heap_t *h, size_t n, size_t align, bool *clean) {
+  pages_t *pm = &h->pages;
+  size_t want = n + (align > 1 ? align - 1 : 0);
+  if (want > (SEGMENT_SIZE >> os_page_shift) - 64) return NULL;
+  desc_t *r = NULL;
+  for (int b = bitmap2_find_from(&pm->binmap, run_bin(want)); b >= 0;
+       b = bitmap2_find_from(&pm->binmap, (unsigned)b + 1)) {
+    for (desc_t *c = pm->bins[b]; c; c = c->next)
+      if (c->npages >= want) { r = c; break; }   /* exact bins: the first is a fit */
+    if (r) break;
+  }
+  if (!r) {
+    segment_t *s = segment_create(h);
+    if (!s) return NULL;
+    r = &s->desc[s->first];
+  }
+  segment_t *s = desc_segment(r);
+  bool dirty_run = r->flags & FLAG_DIRTY;
+  uint64_t when = dirty_run ? r->u.run.freed_ms : 0;
+  run_remove(pm, r);
+  size_t total = r->npages;
+  /* Trim the front for alignment, then the tail; both go back as free runs. */
+  size_t idx = (size_t)(r - s->desc), lead = 0;
+  if (align > 1) lead = (align_up(((uintptr_t)s >> os_page_shift) + idx, align) - ((uintptr_t)s >> os_page_shift)) - idx;
+  if (lead) {
+    run_mark_free(r, lead, 0);
+    run_insert(pm, r, dirty_run, when);
+    r += lead;
+    total -= lead;
+  }
+  if (total > n) {
+    desc_t *rest = r + n;
+    run_mark_free(rest, total - n, 0);
+    run_insert(pm, rest, dirty_run, when);
+  }
+  for (size_t i = 0; i < n; i++) { r[i].back = (uint32_t)i; r[i].kind = KIND_HEADER; }
+  r->npages = (uint32_t)n;
+  r->flags = dirty_run ? 0 : FLAG_CLEAN;
+  s->free_pages -= (uint32_t)n;
+  h->stats.pages_in_use += n;
+  *clean = !dirty_run;
+  return r;
+}
+
+/* Discards one free run now (or unmaps its segment when it is the whole segment and the heap
+ * has another). */
+static void pages_purge_run(heap_t *h, desc_t *r) {
+  if (run_is_whole_segment(r) && h->pages.nsegments > 1) {
+    segment_destroy(h, desc_segment(r));
+    return;
+  }
+  dirty_remove(&h->pages, r);
+  os_discard(desc_start(r), desc_bytes(r));
+}
+
+/* Discards dirty runs freed before `older_than` (all with UINT64_MAX) until at most
+ * `keep_pages` dirty pages remain. Returns the bytes given back. */
+static size_t pages_purge(heap_t *h, uint64_t older_than, size_t keep_pages) {
+  pages_t *pm = &h->pages;
+  size_t before = atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed);
+  while (pm->dirty_oldest && (pm->dirty_oldest->u.run.freed_ms < older_than || pm->dirty_pages > keep_pages))
+    pages_purge_run(h, pm->dirty_oldest);
+  /* Wholly free clean segments beyond the first go back too. */
+  for (segment_t *s = pm->segments, *next; s && pm->nsegments > 1; s = next) {
+    next = s->next;
+    desc_t *r = &s->desc[s->first];
+    if (r->kind == KIND_FREE && run_is_whole_segment(r) && keep_pages == 0) segment_destroy(h, s);
+  }
+  return atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed) - before;
+}
+
+static bool memory_under_pressure(void) {
+  struct sysinfo si;
+  if (sysinfo(&si) != 0 || !si.totalram) return false;
+  uint64_t avail = ((uint64_t)si.freeram + si.bufferram) * si.mem_unit;
+  return avail * 100 < (uint64_t)si.totalram * si.mem_unit * opt.pressure_pct;
+}
+
+/* Applies the discard policy after pages were freed. */
+static void pages_policy(heap_t *h) {
+  pages_t *pm = &h->pages;
+  if (!pm->dirty_oldest) return;
+  uint64_t now = now_ms();
+  if (opt.discard == DISCARD_DELAYED) {
+    size_t keep = opt.dirty_max >> os_page_shift;
+    if (pm->dirty_pages > keep) pages_purge(h, 0, keep / 2);
+    if (pm->dirty_oldest && now - pm->dirty_oldest->u.run.freed_ms > opt.decay_ms)
+      pages_purge(h, now - opt.decay_ms, SIZE_MAX);
+  } else if (opt.discard == DISCARD_PRESSURE && now - pm->last_pressure_check_ms >= 100) {
+    pm->last_pressure_check_ms = now;
+    if (memory_under_pressure()) pages_purge(h, UINT64_MAX, 0);
+  }
+}
+
+/* Returns a run to h's free pages, merging it with free neighbours. */
+static void pages_free(heap_t *h, desc_t *r) {
+  pages_t *pm = &h->pages;
+  segment_t *s = desc_segment(r);
+  size_t n = r->npages, idx = (size_t)(r - s->desc);
+  bool immediate = opt.discard == DISCARD_IMMEDIATE;
+  h->stats.pages_in_use -= n;
+  s->free_pages += (uint32_t)n;
+  if (immediate) os_discard(desc_start(r), n << os_page_shift);
+  bool dirty = !immediate;
+  uint64_t when = now_ms();
+  if (idx > s->first && s->desc[idx - 1].kind == KIND_FREE) {
+    desc_t *prev = &s->desc[idx - 1] - s->desc[idx - 1].back;
+    dirty |= (prev->flags & FLAG_DIRTY) != 0;
+    run_remove(pm, prev);
+    n += prev->npages;
+    r = prev;
+    idx = (size_t)(r - s->desc);
+  }
+  if (idx + n < s->npages && s->desc[idx + n].kind == KIND_FREE) {
+    desc_t *next = &s->desc[idx + n];
+    dirty |= (next->flags & FLAG_DIRTY) != 0;
+    run_remove(pm, next);
+    n += next->npages;
+  }
+  run_mark_free(r, n, 0);
+  if (immediate && run_is_whole_segment(r) && pm->nsegments > 1) {
+    bin_insert(pm, r);
+    segment_destroy(h, s);
+    return;
+  }
+  run_insert(pm, r, dirty, when);
+  pages_policy(h);
+}
+
+/* Grows the run r in place to n pages if the pages after it are free. */
+static bool pages_grow(heap_t *h, desc_t *r, size_t n) {
+  segment_t *s = desc_segment(r);
+  size_t have = r->npages, idx = (size_t)(r - s->desc);
+  if (n <= have) return true;
+  if (idx + have >= s->npages || s->desc[idx + have].kind != KIND_FREE) return false;
+  desc_t *next = &s->desc[idx + have];
+  if (have + next->npages < n) return false;
+  bool dirty = next->flags & FLAG_DIRTY;
+  uint64_t when = next->u.run.freed_ms;
+  size_t total = next->npages;
+  run_remove(&h->pages, next);
+  size_t extra = n - have;
+  if (total > extra) {
+    desc_t *rest = next + extra;
+    run_mark_free(rest, total - extra, 0);
+    run_insert(&h->pages, rest, dirty, when);
+  }
+  for (size_t i = have; i < n; i++) { r[i].back = (uint32_t)i; r[i].kind = KIND_HEADER; r[i].flags = 0; }
+  r->npages = (uint32_t)n;
+  if (dirty) r->flags &= (uint16_t)~FLAG_CLEAN;
+  s->free_pages -= (uint32_t)extra;
+  h->stats.pages_in_use += extra;
+  return true;
+}
+
+/* Gives the tail of run r (pages n.. ) back to the free pages. */
+static void pages_shrink(heap_t *h, desc_t *r, size_t n) {
+  size_t have = r->npages;
+  if (n >= have) return;
+  desc_t *tail = r + n;
+  r->npages = (uint32_t)n;
+  tail->npages = (uint32_t)(have - n);
+  tail->back = 0;
+  tail->kind = KIND_HEADER;
+  pages_free(h, tail);
+}
+
+/* ---- heaps ------------------------------------------------------------------------------- */
+
+static heap_t *heap_create(void) {
+  heap_t *h = os_map(align_up(sizeof(heap_t), os_page_size));
+  if (!h) return NULL;
+  design_heap_init(h);
+  lock_acquire(&registry_lock);
+  h->next_all = registry;
+  registry = h;
+  lock_release(&registry_lock);
+  atomic_fetch_add_explicit(&heaps_created, 1, memory_order_relaxed);
+  return h;
+}
+
+/* Takes an abandoned heap, if any, for the calling thread. */
+static heap_t *heap_adopt(void) {
+  heap_t *found = NULL;
+  lock_acquire(&registry_lock);
+  for (heap_t *h = registry; h && !found; h = h->next_all) {
+    if (atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) continue;
+    if (atomic_load(&h->state) == HEAP_ABANDONED) {
+      atomic_store(&h->state, HEAP_OWNED);
+      found = h;
+    }
+    lock_release(&h->lock);
+  }
+  lock_release(&registry_lock);
+  return found;
+}
+
+static void heap_free_local(heap_t *h, void *p, const char *call);
+
+/* Frees everything other threads pushed onto h->remote. Caller owns h (or holds its lock). */
+static void heap_collect(heap_t *h) {
+  if (!atomic_load_explicit(&h->remote, memory_order_relaxed)) return;
+  void *list = atomic_exchange_explicit(&h->remote, NULL, memory_order_acquire);
+  while (list) {
+    void *next = *(void **)list;
+    h->stats.remote_frees++;
+    heap_free_local(h, list, "free()");
+    list = next;
+  }
+}
+
+/* Gives the calling thread a heap: an abandoned one if there is one, else a new one. */
+static heap_t *heap_acquire(void) {
+  if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();
+  heap_t *h = heap_adopt();
+  if (!h) h = heap_create();
+  if (!h) return NULL;
+  tl_heap = h;
+  if (atomic_load_explicit(&heap_key_ready, memory_order_acquire)) pthread_setspecific(heap_key, h);
+  heap_collect(h);
+  return h;
+}
+
+/* Thread exit (TLS destructor): the heap gives back what it can and waits for adoption. */
+static void heap_abandon(void *arg) {
+  heap_t *h = arg;
+  if (!h || h == &heap_empty) return;
+  tl_heap = &heap_empty;
+  lock_acquire(&h->lock);
+  atomic_store(&h->state, HEAP_ABANDONED);     /* seq_cst: pairs with heap_free_remote */
+  heap_collect(h);
+  design_release_spares(h);
+  pages_purge(h, UINT64_MAX, 0);
+  lock_release(&h->lock);
+}
+
+/* Frees into an abandoned heap under its lock; false if it was adopted meanwhile. */
+static bool heap_free_abandoned(heap_t *h, void *p) {
+  lock_acquire(&h->lock);
+  bool abandoned = atomic_load(&h->state) == HEAP_ABANDONED;
+  if (abandoned) {
+    if (p) heap_free_local(h, p, "free()");
+    heap_collect(h);
+    pages_purge(h, UINT64_MAX, 0);
+  }
+  lock_release(&h->lock);
+  return abandoned;
+}
+
+/* A free of an object owned by another heap. */
+static NOINLINE void heap_free_remote(heap_t *h, desc_t *d, void *p, const char *call) {
+  if (d->kind >= KIND_DESIGN) design_check_remote(d, p, call);
+  else if (d->kind != KIND_HUGE || p != desc_start(d)) locus_fatal(call, "invalid pointer", p);
+  if (atomic_load(&h->state) == HEAP_ABANDONED && heap_free_abandoned(h, p)) return;
+  void *head = atomic_load_explicit(&h->remote, memory_order_relaxed);
+  do {
+    if (unlikely(head == p)) locus_fatal(call, "double free", p);
+    *(void **)p = head;
+  } while (!atomic_compare_exchange_weak(&h->remote, &head, p));
+  /* The owner may have exited between our state check and the push: if so nobody will take
+   * the stack back, so do it ourselves (seq_cst on both sides makes one of us see it). */
+  if (atomic_load(&h->state) == HEAP_ABANDONED) heap_free_abandoned(h, NULL);
+}
+
+/* ---- debugging --------------------------------------------------------------------------- */
+
+/* Walks h's page manager: every page of every segment belongs to exactly one run, free runs
+ * are binned and never adjacent, counts agree. Returns the number of problems found. */
+static size_t pages_check(heap_t *h) {
+  size_t bad = 0, dirty = 0;
+#define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
+  for (segment_t *s = h->pages.segments; s; s = s->next) {
+    CHECK(s->check == (segment_cookie ^ (uintptr_t)s) && s->heap == h);
+    size_t free_pages = 0;
+    bool prev_free = false;
+    for (size_t i = s->first; i < s->npages;) {
+      desc_t *r = &s->desc[i];
+      CHECK(r->back == 0 && r->npages >= 1 && i + r->npages <= s->npages);
+      if (r->npages < 1 || i + r->npages > s->npages) return bad;
+      if (r->kind == KIND_FREE) {
+        CHECK(!prev_free);
+        CHECK(r[r->npages - 1].back == r->npages - 1);
+        bool binned = false;
+        for (desc_t *c = h->pages.bins[run_bin(r->npages)]; c && !binned; c = c->next) binned = c == r;
+        CHECK(binned);
+        free_pages += r->npages;
+        if (r->flags & FLAG_DIRTY) dirty += r->npages;
+      } else {
+        for (size_t k = 1; k < r->npages; k++) CHECK(r[k].back == k && r[k].kind != KIND_FREE);
+      }
+      prev_free = r->kind == KIND_FREE;
+      i += r->npages;
+    }
+    CHECK(free_pages == s->free_pages);
+  }
+  CHECK(dirty == h->pages.dirty_pages);
+  return bad;
+#undef CHECK
+}
+
+static void heap_check_now(heap_t *h) {
+  if (h == &heap_empty) return;
+  pages_check(h);
+  design_check(h);
+}
+
+/* Debug builds check the whole heap every so often on slow paths. */
+static inline void heap_debug_tick(heap_t *h) {
+  if (!cfg_debug) return;
+  uint64_t every = opt.check_every ? opt.check_every : 64;
+  if (++h->slow_events % every == 0) heap_check_now(h);
+}
+
+/* ---- fork -------------------------------------------------------------------------------
+ * Before fork every shared lock is taken so the child sees consistent shared structures;
+ * a lock this thread already holds (fork from a signal handler that interrupted us inside
+ * the allocator) is left alone rather than waited for. The child re-initialises every lock.
+ * Heaps of threads that do not exist in the child stay as they are (abandoned in effect:
+ * their memory stays reachable through frees, it is not reused). */
+static spinlock_t huge_cache_lock;
+static uintptr_t fork_skipped;   /* bit mask: which of the global locks we did not take */
+
+static void fork_prepare(void) {
+  fork_skipped = 0;
+  if (lock_held_by_self(&registry_lock)) fork_skipped |= 1; else lock_acquire(&registry_lock);
+  if (lock_held_by_self(&huge_cache_lock)) fork_skipped |= 2; else lock_acquire(&huge_cache_lock);
+  for (heap_t *h = registry; h; h = h->next_all) {
+    h->fork_taken = !lock_held_by_self(&h->lock);
+    if (h->fork_taken) lock_acquire(&h->lock);
+  }
+}
+
+static void fork_parent(void) {
+  for (heap_t *h = registry; h; h = h->next_all) if (h->fork_taken) lock_release(&h->lock);
+  if (!(fork_skipped & 2)) lock_release(&huge_cache_lock);
+  if (!(fork_skipped & 1)) lock_release(&registry_lock);
+}
+
+static void fork_child(void) {
+  for (heap_t *h = registry; h; h = h->next_all) lock_release(&h->lock);
+  lock_release(&huge_cache_lock);
+  lock_release(&registry_lock);
+}
+
+#endif

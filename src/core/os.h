@@ -1,0 +1,85 @@
+/* os.h — the OS contract: reserve address space, give pages back, and the segment map that
+ * says which 4 MiB granules of the address space are Locus's.
+ *
+ * Contracts:
+ *  - os_map_aligned returns zeroed, readable/writable memory aligned to `align` or NULL.
+ *  - os_discard(p, n): p and n page-aligned; afterwards the pages read as zero and no longer
+ *    count in RSS (MADV_DONTNEED: RSS drops at once, unlike MADV_FREE).
+ *  - Transparent huge pages are never changed process-wide.
+ */
+#ifndef LOCUS_OS_H
+#define LOCUS_OS_H
+
+#include <sys/mman.h>
+
+static size_t os_page_size;     /* set once by os_init */
+static unsigned os_page_shift;
+
+/* Counters the OS layer keeps for statistics (process-wide, relaxed atomics). */
+static _Atomic uint64_t os_bytes_mapped, os_bytes_discarded, os_discard_calls;
+
+static void os_init(void) {
+  long ps = sysconf(_SC_PAGESIZE);
+  os_page_size = (ps > 0 && is_pow2((size_t)ps)) ? (size_t)ps : 4096;
+  os_page_shift = log2_floor(os_page_size);
+}
+
+static void *os_map(size_t size) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  atomic_fetch_add_explicit(&os_bytes_mapped, size, memory_order_relaxed);
+  return p;
+}
+
+static void os_unmap(void *p, size_t size) {
+  munmap(p, size);
+  atomic_fetch_sub_explicit(&os_bytes_mapped, size, memory_order_relaxed);
+}
+
+/* Maps `size` bytes aligned to `align` (a power of two >= page) by over-mapping and trimming. */
+static void *os_map_aligned(size_t size, size_t align) {
+  if (size + align < size) return NULL;
+  char *p = os_map(size + align);
+  if (!p) return NULL;
+  uintptr_t start = align_up((uintptr_t)p, align);
+  size_t head = start - (uintptr_t)p, tail = align - head;
+  if (head) os_unmap(p, head);
+  if (tail) os_unmap((char *)start + size, tail);
+  return (void *)start;
+}
+
+static void os_discard(void *p, size_t size) {
+  if (!size) return;
+  madvise(p, size, MADV_DONTNEED);
+  atomic_fetch_add_explicit(&os_bytes_discarded, size, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_discard_calls, 1, memory_order_relaxed);
+}
+
+/* ---- segment map ------------------------------------------------------------------------
+ * One byte per 4 MiB granule of the user address space (32 MiB reserved, touched sparsely:
+ * one page of the map covers 16 GiB). Lets free() reject pointers Locus never handed out
+ * before it reads any header. Writes happen only when granules are mapped or unmapped. */
+enum granule_kind { GRANULE_NONE = 0, GRANULE_SEGMENT = 1, GRANULE_OS_HEAD = 2, GRANULE_OS_TAIL = 3 };
+
+static _Atomic(uint8_t) *segmap;
+
+static bool segmap_init(void) {
+  segmap = os_map((size_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT));
+  return segmap != NULL;
+}
+
+static inline unsigned segmap_get(const void *p) {
+  uintptr_t g = (uintptr_t)p >> SEGMENT_SHIFT;
+  if (unlikely(g >> (ADDRESS_BITS - SEGMENT_SHIFT))) return GRANULE_NONE;
+  return atomic_load_explicit(&segmap[g], memory_order_relaxed);
+}
+
+/* Marks [p, p+size) (granule-aligned p) as `head` for the first granule and `rest` after. */
+static void segmap_set(const void *p, size_t size, unsigned head, unsigned rest) {
+  uintptr_t g = (uintptr_t)p >> SEGMENT_SHIFT, n = (size + SEGMENT_MASK) >> SEGMENT_SHIFT;
+  if (g + n > ((uintptr_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT))) return;
+  for (uintptr_t i = 0; i < n; i++)
+    atomic_store_explicit(&segmap[g + i], (uint8_t)(i ? rest : head), memory_order_release);
+}
+
+#endif

@@ -1,0 +1,166 @@
+/* pages.h — segments, page descriptors and the page manager (runs of pages).
+ *
+ * A segment is a 4 MiB reservation aligned to its size and owned by one heap. Its first pages
+ * hold the segment header and one descriptor per page, so any address inside finds its
+ * descriptor with a mask and a shift. A run is a range of pages handed out as one unit; its
+ * first page's descriptor (the head) describes it, every other page of a run in use points
+ * back to the head (`back`).
+ *
+ * Invariants
+ *  - In a run in use, desc[i].back == i - head for every page i of the run; kind != KIND_FREE.
+ *  - In a free run, every page has kind KIND_FREE; back is 0 except on the tail page, where it
+ *    leads to the head (so a run freed just after can find and merge with it). Free runs are
+ *    never adjacent: they are merged when freed.
+ *  - A free run is in exactly one bin; it is in the dirty list iff FLAG_DIRTY (its pages may
+ *    hold data and count in RSS). Clean free runs read as zero.
+ *  - pages.dirty_pages is the sum of npages over dirty runs.
+ */
+#ifndef LOCUS_PAGES_H
+#define LOCUS_PAGES_H
+
+#include <time.h>
+#include <sys/sysinfo.h>
+
+enum desc_kind {
+  KIND_FREE = 0,     /* page of a free run (fresh descriptors are zero, hence free) */
+  KIND_HEADER = 1,   /* segment header pages */
+  KIND_HUGE = 2,     /* a huge object served as a run of pages (core) */
+  KIND_DESIGN = 8,   /* kinds >= 8 belong to the design (blocks, regions, ...) */
+};
+
+enum desc_flags {
+  FLAG_DIRTY = 1,    /* free run whose pages were not discarded */
+  FLAG_CLEAN = 2,    /* run in use whose untouched part still reads as zero */
+  FLAG_FULL = 4,     /* design block on its full list */
+};
+
+typedef struct desc desc_t;
+struct desc {
+  desc_t *next, *prev;                 /* the one list the run is on (design list or bin) */
+  union {
+    struct { void *free; char *bump; char *end; } blk;             /* design blocks */
+    struct { desc_t *dnext, *dprev; uint64_t freed_ms; } run;      /* free runs */
+    struct { size_t usable; } huge;                                /* KIND_HUGE */
+    void *any[3];
+  } u;
+  uint32_t back;       /* pages back to the head of the run */
+  uint32_t npages;     /* run length (head only) */
+  uint32_t obj_size;   /* design blocks: object size */
+  uint16_t used;       /* design blocks: objects handed out and not freed */
+  uint8_t cls;         /* design blocks: size class */
+  uint8_t kind;        /* enum desc_kind, or a design kind */
+  uint16_t flags;      /* enum desc_flags */
+  uint8_t marker_off;  /* design blocks: offset of the double-free marker word */
+  uint8_t spare8;
+  uint32_t aux;        /* design-specific */
+};
+
+typedef struct segment segment_t;
+struct segment {
+  uint64_t check;               /* segment_cookie ^ address: this really is a segment */
+  struct heap *heap;            /* owner; never changes while the segment exists */
+  segment_t *next, *prev;       /* the heap's segments */
+  uint32_t npages;              /* pages in the segment */
+  uint32_t first;               /* first page after the header */
+  uint32_t free_pages;
+  uint32_t spare;
+  desc_t desc[];
+};
+
+static uint64_t segment_cookie;      /* random, from the kernel's AT_RANDOM bytes */
+
+#define RUN_BINS 128
+typedef struct pages {
+  segment_t *segments;
+  desc_t *bins[RUN_BINS];       /* free runs: bins 0..63 hold runs of exactly i+1 pages,
+                                   bin 64+k holds runs of 2^(6+k) .. 2^(7+k)-1 pages */
+  bitmap2_t binmap;
+  desc_t *dirty_oldest, *dirty_newest;
+  size_t dirty_pages;
+  size_t nsegments;
+  uint64_t last_pressure_check_ms;
+} pages_t;
+
+static inline segment_t *segment_of(const void *p) {
+  return (segment_t *)((uintptr_t)p & ~SEGMENT_MASK);
+}
+static inline size_t page_index(const segment_t *s, const void *p) {
+  return ((uintptr_t)p - (uintptr_t)s) >> os_page_shift;
+}
+static inline desc_t *desc_head(segment_t *s, const void *p) {
+  desc_t *d = &s->desc[page_index(s, p)];
+  return d - d->back;
+}
+static inline segment_t *desc_segment(const desc_t *d) { return segment_of(d); }
+static inline char *desc_start(const desc_t *d) {
+  segment_t *s = desc_segment(d);
+  return (char *)s + ((size_t)(d - s->desc) << os_page_shift);
+}
+static inline size_t desc_bytes(const desc_t *d) { return (size_t)d->npages << os_page_shift; }
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- bins -------------------------------------------------------------------------------- */
+
+static inline unsigned run_bin(size_t n) {
+  return n <= 64 ? (unsigned)(n - 1) : 64 + log2_floor(n) - 6;
+}
+
+static void bin_insert(pages_t *pm, desc_t *r) {
+  unsigned b = run_bin(r->npages);
+  r->prev = NULL;
+  r->next = pm->bins[b];
+  if (r->next) r->next->prev = r;
+  pm->bins[b] = r;
+  bitmap2_set(&pm->binmap, b);
+}
+
+static void bin_remove(pages_t *pm, desc_t *r) {
+  unsigned b = run_bin(r->npages);
+  if (r->prev) r->prev->next = r->next; else pm->bins[b] = r->next;
+  if (r->next) r->next->prev = r->prev;
+  if (!pm->bins[b]) bitmap2_clear(&pm->binmap, b);
+}
+
+static void dirty_push(pages_t *pm, desc_t *r, uint64_t when) {
+  r->flags |= FLAG_DIRTY;
+  r->u.run.freed_ms = when;
+  r->u.run.dnext = NULL;
+  r->u.run.dprev = pm->dirty_newest;
+  if (pm->dirty_newest) pm->dirty_newest->u.run.dnext = r; else pm->dirty_oldest = r;
+  pm->dirty_newest = r;
+  pm->dirty_pages += r->npages;
+}
+
+static void dirty_remove(pages_t *pm, desc_t *r) {
+  if (!(r->flags & FLAG_DIRTY)) return;
+  if (r->u.run.dprev) r->u.run.dprev->u.run.dnext = r->u.run.dnext; else pm->dirty_oldest = r->u.run.dnext;
+  if (r->u.run.dnext) r->u.run.dnext->u.run.dprev = r->u.run.dprev; else pm->dirty_newest = r->u.run.dprev;
+  r->flags &= (uint16_t)~FLAG_DIRTY;
+  pm->dirty_pages -= r->npages;
+}
+
+/* Writes the free-run shape onto [r, r+n): all pages FREE, tail leads to head. */
+static void run_mark_free(desc_t *r, size_t n, uint16_t flags) {
+  for (size_t i = 0; i < n; i++) { r[i].kind = KIND_FREE; r[i].back = 0; r[i].flags = 0; }
+  r->npages = (uint32_t)n;
+  r->flags = flags;
+  r[n - 1].back = (uint32_t)(n - 1);
+}
+
+/* Adds a free run (not yet in any list) to the bins and, if dirty, to the dirty list. */
+static void run_insert(pages_t *pm, desc_t *r, bool dirty, uint64_t when) {
+  bin_insert(pm, r);
+  if (dirty) dirty_push(pm, r, when);
+}
+
+static void run_remove(pages_t *pm, desc_t *r) {
+  bin_remove(pm, r);
+  dirty_remove(pm, r);
+}
+
+#endif

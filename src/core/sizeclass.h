@@ -1,0 +1,70 @@
+/* sizeclass.h — size-class tables as data, built once at start-up and self-checked.
+ *
+ * A table maps a request size (<= max) to a class and a class to its object size, plus a
+ * reciprocal per class so that "is this offset a multiple of the object size" (catching
+ * interior pointers in free) costs a multiply instead of a division. */
+#ifndef LOCUS_SIZECLASS_H
+#define LOCUS_SIZECLASS_H
+
+#define SIZECLASS_MAX_CLASSES 256
+#define SIZECLASS_LOOKUP_MAX  (1u << 16)          /* largest size served by lookup */
+#define RECIP_SHIFT 40                             /* exact for offsets < 2^24, sizes < 2^16 */
+
+typedef struct sizeclass_table {
+  unsigned count;
+  size_t max;                                      /* largest size with a class */
+  uint32_t size[SIZECLASS_MAX_CLASSES];
+  uint64_t recip[SIZECLASS_MAX_CLASSES];
+  uint8_t lookup[(SIZECLASS_LOOKUP_MAX >> 3) + 1]; /* (size + 7) >> 3 -> class */
+} sizeclass_table_t;
+
+static void sizeclass_add(sizeclass_table_t *t, size_t sz) {
+  t->size[t->count] = (uint32_t)sz;
+  t->recip[t->count] = ((1ull << RECIP_SHIFT) + sz - 1) / sz;
+  t->count++;
+  t->max = sz;
+}
+
+/* Builds the lookup from the sizes added so far (ascending) and checks the round trip:
+ * every size maps to the smallest class that holds it. */
+static void sizeclass_finish(sizeclass_table_t *t) {
+  unsigned c = 0;
+  for (size_t i = 0; i <= (t->max + 7) >> 3; i++) {
+    while (t->size[c] < (i << 3) && c + 1 < t->count) c++;
+    t->lookup[i] = (uint8_t)c;
+  }
+  for (size_t s = 1; s <= t->max; s++) {
+    unsigned k = t->lookup[(s + 7) >> 3];
+    if (t->size[k] < s || (k && t->size[k - 1] >= s)) {
+      locus_printf(2, "locus: size-class table broken at %zu\n", s);
+      abort();
+    }
+  }
+}
+
+/* Classes spaced `step` apart from `step` to `max`, preceded by an 8-byte class when step > 8. */
+static void sizeclass_linear(sizeclass_table_t *t, size_t step, size_t max) {
+  t->count = 0;
+  if (step > 8) sizeclass_add(t, 8);
+  for (size_t s = step; s <= max; s += step) sizeclass_add(t, s);
+  sizeclass_finish(t);
+}
+
+/* Powers of two from `min` to `max` (PHKmalloc's classes). */
+__attribute__((unused)) static void sizeclass_pow2(sizeclass_table_t *t, size_t min, size_t max) {
+  t->count = 0;
+  for (size_t s = min; s <= max; s <<= 1) sizeclass_add(t, s);
+  sizeclass_finish(t);
+}
+
+static inline unsigned sizeclass_of(const sizeclass_table_t *t, size_t size) {
+  return t->lookup[(size + 7) >> 3];
+}
+
+/* offset / size when offset is an exact multiple of the class size, else -1. */
+static inline long sizeclass_index(const sizeclass_table_t *t, unsigned cls, size_t offset) {
+  size_t q = (size_t)(((unsigned __int128)offset * t->recip[cls]) >> RECIP_SHIFT);
+  return q * t->size[cls] == offset ? (long)q : -1;
+}
+
+#endif

@@ -1,0 +1,451 @@
+/* vam.c.h — the Vam policy: page blocks, ordered per-size allocation, large regions.
+ * Types and invariants are in vam.h. Included once, by the library's unity file. */
+
+static sizeclass_table_t vam_classes;
+
+static uint64_t chunk_cookie;
+
+static void design_global_init(void) {
+  sizeclass_linear(&vam_classes, QUANTUM, VAM_MEDIUM_MAX);
+  chunk_cookie = free_marker_cookie * 0x9E3779B97F4A7C15ull + 1;
+}
+
+static void design_heap_init(heap_t *h) {
+  for (int c = 0; c < VAM_MAX_CLASSES; c++) h->d.avail[c] = &vam_none;
+}
+
+/* ---- block lists ------------------------------------------------------------------------- */
+
+static void list_push(desc_t **head, desc_t *b, desc_t *empty) {
+  b->prev = NULL;
+  b->next = *head == empty ? NULL : *head;
+  if (b->next) b->next->prev = b;
+  *head = b;
+}
+
+static void list_unlink(desc_t **head, desc_t *b, desc_t *empty) {
+  if (b->prev) b->prev->next = b->next; else *head = b->next ? b->next : empty;
+  if (b->next) b->next->prev = b->prev;
+}
+
+static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_marker_cookie; }
+#define REMOTE_MARK 1u   /* a remote free's marker differs in bit 0 from a local free's */
+
+static desc_t *vam_block_new(heap_t *h, unsigned cls) {
+  size_t size = vam_classes.size[cls];
+  size_t npages = size < VAM_SMALL_LIMIT ? VAM_SMALL_PAGES : VAM_MEDIUM_PAGES;
+  bool clean;
+  desc_t *b = pages_alloc(h, npages, 1, &clean);
+  if (!b) return NULL;
+  char *start = desc_start(b);
+  b->kind = KIND_VAM_BLOCK;
+  b->cls = (uint8_t)cls;
+  b->obj_size = (uint32_t)size;
+  b->used = 0;
+  b->marker_off = size >= 2 * sizeof(void *) ? sizeof(void *) : 0;
+  b->flags = clean ? FLAG_CLEAN : 0;
+  b->u.blk.free = NULL;
+  b->u.blk.bump = start;
+  b->u.blk.end = start + (desc_bytes(b) / size) * size;
+  list_push(&h->d.avail[cls], b, &vam_none);
+  h->stats.blocks_in_use++;
+  return b;
+}
+
+static inline size_t vam_capacity(const desc_t *b) {
+  return (size_t)(b->u.blk.end - desc_start(b)) / b->obj_size;
+}
+
+static void *vam_alloc(heap_t *h, size_t size, bool zero);
+
+/* The current block of this class has no room: retire full blocks, take the next available
+ * block, or make a new one. */
+static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, bool zero) {
+  if (h == &heap_empty) {
+    if (!(h = heap_acquire())) return NULL;
+    return vam_alloc(h, size, zero);
+  }
+  heap_collect(h);
+  unsigned cls = sizeclass_of(&vam_classes, size);
+  desc_t *b;
+  while ((b = h->d.avail[cls]) != &vam_none && b->u.blk.bump >= b->u.blk.end && !b->u.blk.free) {
+    list_unlink(&h->d.avail[cls], b, &vam_none);
+    b->flags |= FLAG_FULL;
+    list_push(&h->d.full[cls], b, NULL);
+  }
+  if (b == &vam_none && !vam_block_new(h, cls)) return NULL;
+  heap_debug_tick(h);
+  return vam_alloc(h, size, zero);
+}
+
+/* ---- large objects ----------------------------------------------------------------------- */
+
+static inline unsigned large_bin(uint32_t chunk_size) {
+  return chunk_size > LARGE_MAX_CHUNK ? LARGE_BINS - 1 : (chunk_size - LARGE_MIN_CHUNK) / 16;
+}
+static inline uint32_t chunk_size(const chunk_t *c) { return c->size & ~CHUNK_FLAGS; }
+static inline chunk_t *chunk_next(chunk_t *c) { return (chunk_t *)((char *)c + chunk_size(c)); }
+static inline bool chunk_valid(const chunk_t *c) { return c->check == (chunk_cookie ^ (uintptr_t)c); }
+
+static void chunk_bin_insert(heap_t *h, chunk_t *c) {
+  unsigned b = large_bin(chunk_size(c));
+  c->prev = NULL;
+  c->next = h->d.bins[b];
+  if (c->next) c->next->prev = c;
+  h->d.bins[b] = c;
+  bitmap2_set(&h->d.binmap, b);
+}
+
+static void chunk_bin_remove(heap_t *h, chunk_t *c) {
+  unsigned b = large_bin(chunk_size(c));
+  if (c->prev) c->prev->next = c->next; else h->d.bins[b] = c->next;
+  if (c->next) c->next->prev = c->prev;
+  if (!h->d.bins[b]) bitmap2_clear(&h->d.binmap, b);
+}
+
+static inline void chunk_set(chunk_t *c, uint32_t prev_size, uint32_t size) {
+  c->prev_size = prev_size;
+  c->size = size;
+  c->check = chunk_cookie ^ (uintptr_t)c;
+}
+
+static chunk_t *region_new(heap_t *h) {
+  bool clean;
+  desc_t *r = pages_alloc(h, VAM_REGION_PAGES, 1, &clean);
+  if (!r) return NULL;
+  r->kind = KIND_VAM_REGION;
+  h->stats.blocks_in_use++;
+  char *start = desc_start(r), *end = start + desc_bytes(r);
+  chunk_t *c = (chunk_t *)start, *sentinel = (chunk_t *)(end - CHUNK_HEADER);
+  uint32_t size = (uint32_t)(end - CHUNK_HEADER - start);
+  chunk_set(c, 0, size);
+  chunk_set(sentinel, size, CHUNK_INUSE);
+  return c;
+}
+
+/* Splits c (not in a bin, marked in use by the caller) to `want` bytes if the rest can hold
+ * the smallest large object; the rest goes to its bin. */
+static void chunk_split(heap_t *h, chunk_t *c, uint32_t want) {
+  uint32_t have = chunk_size(c);
+  if (have - want < LARGE_MIN_CHUNK) return;
+  chunk_t *rest = (chunk_t *)((char *)c + want);
+  chunk_set(rest, want, have - want);
+  chunk_next(rest)->prev_size = have - want;
+  c->size = want | (c->size & CHUNK_FLAGS);
+  /* The rest may border a free chunk (after an in-place shrink): merge it. */
+  chunk_t *after = chunk_next(rest);
+  if (!(after->size & CHUNK_INUSE)) {
+    chunk_bin_remove(h, after);
+    rest->size += chunk_size(after);
+    chunk_next(rest)->prev_size = chunk_size(rest);
+  }
+  chunk_bin_insert(h, rest);
+}
+
+static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
+  if (h == &heap_empty && !(h = heap_acquire())) return NULL;
+  heap_collect(h);
+  uint32_t want = (uint32_t)align_up(size + CHUNK_HEADER, 16);
+  if (want < LARGE_MIN_CHUNK) want = LARGE_MIN_CHUNK;
+  int b = bitmap2_find_from(&h->d.binmap, large_bin(want));
+  chunk_t *c;
+  if (b >= 0) {
+    c = h->d.bins[b];
+    chunk_bin_remove(h, c);
+    if (h->d.spare_region && desc_head(segment_of(c), c) == h->d.spare_region) h->d.spare_region = NULL;
+  } else if (!(c = region_new(h))) {
+    return NULL;
+  }
+  c->size |= CHUNK_INUSE;
+  chunk_split(h, c, want);
+  void *p = (char *)c + CHUNK_HEADER;
+  size_t usable = chunk_size(c) - CHUNK_HEADER;
+  if (zero) memset(p, 0, usable < size ? usable : size);
+  h->stats.malloc_calls++;
+  h->stats.bytes_allocated += usable;
+  heap_debug_tick(h);
+  return p;
+}
+
+/* The chunk whose payload p is, checked; ends the program on an invalid or double free. */
+static chunk_t *chunk_of(desc_t *r, const void *p, const char *call, bool *alias) {
+  char *start = desc_start(r), *end = start + desc_bytes(r);
+  chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
+  if ((char *)c < start || (char *)p >= end - CHUNK_HEADER || ((uintptr_t)p & 15) || !chunk_valid(c))
+    locus_fatal(call, "invalid pointer", p);
+  *alias = c->size & CHUNK_ALIAS;
+  if (*alias) {
+    c = (chunk_t *)((char *)c - c->prev_size);
+    if ((char *)c < start || !chunk_valid(c)) locus_fatal(call, "invalid pointer", p);
+  }
+  if (!(c->size & CHUNK_INUSE)) locus_fatal(call, "double free", p);
+  return c;
+}
+
+/* Discards the whole pages inside free chunk c (never its header and bin links). */
+static void chunk_discard(chunk_t *c) {
+  uintptr_t from = align_up((uintptr_t)c + sizeof(chunk_t), os_page_size);
+  uintptr_t to = ((uintptr_t)c + chunk_size(c)) & ~(os_page_size - 1);
+  if (to > from) os_discard((void *)from, to - from);
+}
+
+static void vam_free_large(heap_t *h, desc_t *r, void *p, const char *call) {
+  bool alias;
+  chunk_t *c = chunk_of(r, p, call, &alias);
+  h->stats.free_calls++;
+  h->stats.bytes_allocated -= chunk_size(c) - CHUNK_HEADER;
+  c->size &= ~CHUNK_FLAGS;
+  if (c->prev_size) {
+    chunk_t *before = (chunk_t *)((char *)c - c->prev_size);
+    if (!(before->size & CHUNK_INUSE)) {
+      chunk_bin_remove(h, before);
+      before->size += chunk_size(c);
+      c = before;
+    }
+  }
+  chunk_t *after = chunk_next(c);
+  if (!(after->size & CHUNK_INUSE)) {
+    chunk_bin_remove(h, after);
+    c->size += chunk_size(after);
+  }
+  chunk_next(c)->prev_size = chunk_size(c);
+  bool empty = (char *)c == desc_start(r) && chunk_next(c)->size == CHUNK_INUSE;
+  if (empty && (opt.discard == DISCARD_IMMEDIATE || (h->d.spare_region && h->d.spare_region != r))) {
+    h->stats.blocks_in_use--;
+    pages_free(h, r);
+  } else {
+    if (empty) h->d.spare_region = r;
+    chunk_bin_insert(h, c);
+    if (opt.discard == DISCARD_IMMEDIATE) chunk_discard(c);
+  }
+  heap_debug_tick(h);
+}
+
+/* In-place resize of a large object: shrink by splitting, grow into a free neighbour. */
+static bool vam_resize_large(heap_t *h, desc_t *r, void *p, size_t size) {
+  bool alias;
+  chunk_t *c = chunk_of(r, p, "realloc()", &alias);
+  if (alias || size > VAM_LARGE_MAX || size <= VAM_MEDIUM_MAX) return false;
+  uint32_t want = (uint32_t)align_up(size + CHUNK_HEADER, 16), have = chunk_size(c);
+  if (want < LARGE_MIN_CHUNK) want = LARGE_MIN_CHUNK;
+  if (want > have) {
+    chunk_t *after = chunk_next(c);
+    if ((after->size & CHUNK_INUSE) || have + chunk_size(after) < want) return false;
+    chunk_bin_remove(h, after);
+    if (h->d.spare_region == r) h->d.spare_region = NULL;
+    c->size += chunk_size(after);
+    chunk_next(c)->prev_size = chunk_size(c);
+  }
+  chunk_split(h, c, want);
+  h->stats.bytes_allocated += (uint64_t)chunk_size(c) - have;
+  return true;
+}
+
+/* ---- the design contract ----------------------------------------------------------------- */
+
+static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
+  if (likely(size <= VAM_MEDIUM_MAX)) {
+    desc_t *b = h->d.avail[sizeclass_of(&vam_classes, size)];
+    char *p = b->u.blk.bump;
+    if (likely(p < b->u.blk.end)) {
+      b->u.blk.bump = p + b->obj_size;
+      *(void **)(p + b->marker_off) = NULL;
+      if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, b->obj_size);
+    } else if (likely((p = b->u.blk.free) != NULL)) {
+      b->u.blk.free = *(void **)p;
+      *(void **)(p + b->marker_off) = NULL;
+      if (zero) memset(p, 0, b->obj_size);
+    } else {
+      return vam_alloc_slow(h, size, zero);
+    }
+    b->used++;
+    h->stats.malloc_calls++;
+    h->stats.bytes_allocated += b->obj_size;
+    return p;
+  }
+  if (size <= VAM_LARGE_MAX) return vam_alloc_large(h, size, zero);
+  return huge_alloc(h, size, 0, zero);
+}
+
+#define design_alloc vam_alloc
+
+/* Blocks of classes whose objects are multiples of `align` keep every object aligned (blocks
+ * start on a page); other alignments come from a large chunk with an alias header in front of
+ * the aligned pointer, or from page runs. */
+static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zero) {
+  if (align <= os_page_size && size <= VAM_MEDIUM_MAX) {
+    for (unsigned c = sizeclass_of(&vam_classes, size ? size : 1); c < vam_classes.count; c++)
+      if (vam_classes.size[c] % align == 0) return vam_alloc(h, vam_classes.size[c], zero);
+  }
+  if (align <= os_page_size / 4 && size + align + CHUNK_HEADER <= VAM_LARGE_MAX) {
+    char *raw = vam_alloc_large(h, size + align + CHUNK_HEADER, zero);
+    if (!raw || ((uintptr_t)raw & (align - 1)) == 0) return raw;
+    char *q = (char *)align_up((uintptr_t)raw + CHUNK_HEADER, align);
+    chunk_t *alias = (chunk_t *)(q - CHUNK_HEADER);
+    chunk_set(alias, (uint32_t)(q - raw), CHUNK_ALIAS | CHUNK_INUSE);
+    return q;
+  }
+  return huge_alloc(h, size, align, zero);
+}
+
+static void vam_block_changed(heap_t *h, desc_t *b);
+
+static inline void vam_free_block(heap_t *h, desc_t *b, void *p, const char *call) {
+  size_t off = (size_t)((char *)p - desc_start(b));
+  if (unlikely(sizeclass_index(&vam_classes, b->cls, off) < 0 || (char *)p >= b->u.blk.bump))
+    locus_fatal(call, "invalid pointer", p);
+  uintptr_t *w = p;
+  if (b->marker_off ? w[1] == free_marker(p) : p == b->u.blk.free) locus_fatal(call, "double free", p);
+  w[0] = (uintptr_t)b->u.blk.free;
+  if (b->marker_off) w[1] = free_marker(p);
+  b->u.blk.free = p;
+  h->stats.free_calls++;
+  h->stats.bytes_allocated -= b->obj_size;
+  if (unlikely(--b->used == 0) || unlikely(b->flags & FLAG_FULL)) vam_block_changed(h, b);
+}
+
+/* A free made the block non-full (it moves to the front of the available list) or empty (it
+ * goes back to the page manager, unless it is the class's only block and the policy is not
+ * immediate: then it is reset to bump mode and kept). */
+static NOINLINE void vam_block_changed(heap_t *h, desc_t *b) {
+  unsigned cls = b->cls;
+  if (b->flags & FLAG_FULL) {
+    list_unlink(&h->d.full[cls], b, NULL);
+    b->flags &= (uint16_t)~FLAG_FULL;
+    list_push(&h->d.avail[cls], b, &vam_none);
+  }
+  if (b->used == 0) {
+    if (opt.discard != DISCARD_IMMEDIATE && h->d.avail[cls] == b && !b->next) {
+      b->u.blk.bump = desc_start(b);
+      b->u.blk.free = NULL;
+      b->flags &= (uint16_t)~FLAG_CLEAN;
+    } else {
+      list_unlink(&h->d.avail[cls], b, &vam_none);
+      h->stats.blocks_in_use--;
+      pages_free(h, b);
+    }
+  }
+  heap_debug_tick(h);
+}
+
+static inline void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+  if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, call);
+  else if (d->kind == KIND_VAM_REGION) vam_free_large(h, d, p, call);
+  else locus_fatal(call, "invalid pointer", p);
+}
+
+static void design_check_remote(desc_t *d, void *p, const char *call) {
+  if (d->kind == KIND_VAM_BLOCK) {
+    size_t off = (size_t)((char *)p - desc_start(d));
+    if (sizeclass_index(&vam_classes, d->cls, off) < 0) locus_fatal(call, "invalid pointer", p);
+    if (d->marker_off) {
+      uintptr_t *w = p;
+      if ((w[1] | REMOTE_MARK) == (free_marker(p) | REMOTE_MARK)) locus_fatal(call, "double free", p);
+      w[1] = free_marker(p) ^ REMOTE_MARK;
+    }
+  } else if (d->kind == KIND_VAM_REGION) {
+    bool alias;
+    chunk_of(d, p, call, &alias);
+  } else {
+    locus_fatal(call, "invalid pointer", p);
+  }
+}
+
+static size_t design_usable(desc_t *d, const void *p, const char *call) {
+  if (d->kind == KIND_VAM_BLOCK) {
+    if (sizeclass_index(&vam_classes, d->cls, (size_t)((char *)p - desc_start(d))) < 0)
+      locus_fatal(call, "invalid pointer", p);
+    return d->obj_size;
+  }
+  if (d->kind == KIND_VAM_REGION) {
+    bool alias;
+    chunk_t *c = chunk_of(d, p, call, &alias);
+    return (size_t)((char *)c + chunk_size(c) - (char *)p);
+  }
+  locus_fatal(call, "invalid pointer", p);
+}
+
+/* Resizes p in place if the design can; the caller owns h. */
+static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
+  if (d->kind == KIND_VAM_BLOCK) return size <= d->obj_size && size > d->obj_size / 2;
+  if (d->kind == KIND_VAM_REGION) return vam_resize_large(h, d, p, size);
+  return false;
+}
+
+static void design_release_spares(heap_t *h) {
+  for (unsigned c = 0; c < vam_classes.count; c++) {
+    desc_t *b = h->d.avail[c];
+    if (b != &vam_none && b->used == 0) {
+      list_unlink(&h->d.avail[c], b, &vam_none);
+      h->stats.blocks_in_use--;
+      pages_free(h, b);
+    }
+  }
+  desc_t *r = h->d.spare_region;
+  if (r) {
+    chunk_t *c = (chunk_t *)desc_start(r);
+    h->d.spare_region = NULL;
+    if (!(c->size & CHUNK_INUSE) && chunk_next(c)->size == CHUNK_INUSE) {
+      chunk_bin_remove(h, c);
+      h->stats.blocks_in_use--;
+      pages_free(h, r);
+    }
+  }
+}
+
+/* Purge: spares go back, and the pages inside every free large chunk are discarded. */
+static void design_purge(heap_t *h) {
+  design_release_spares(h);
+  for (unsigned b = 0; b < LARGE_BINS; b++)
+    for (chunk_t *c = h->d.bins[b]; c; c = c->next) chunk_discard(c);
+}
+
+static size_t design_check(heap_t *h) {
+  size_t bad = 0;
+#define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
+  for (unsigned c = 0; c < vam_classes.count; c++) {
+    for (int list = 0; list < 2; list++) {
+      desc_t *b = list ? h->d.full[c] : h->d.avail[c];
+      if (b == &vam_none) continue;
+      for (; b; b = b->next) {
+        CHECK(b->kind == KIND_VAM_BLOCK && b->cls == c && desc_segment(b)->heap == h);
+        CHECK(!!(b->flags & FLAG_FULL) == (list == 1));
+        size_t cap = vam_capacity(b), nfree = 0;
+        for (void *f = b->u.blk.free; f && nfree <= cap; f = *(void **)f) {
+          CHECK((char *)f >= desc_start(b) && (char *)f < b->u.blk.bump);
+          CHECK(sizeclass_index(&vam_classes, c, (size_t)((char *)f - desc_start(b))) >= 0);
+          nfree++;
+        }
+        size_t unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
+        CHECK(b->used + nfree + unbumped == cap);
+        if (list == 1) CHECK(nfree == 0 && unbumped == 0);
+      }
+    }
+  }
+  for (segment_t *s = h->pages.segments; s; s = s->next) {
+    for (size_t i = s->first; i < s->npages; i += s->desc[i].npages ? s->desc[i].npages : 1) {
+      desc_t *r = &s->desc[i];
+      if (r->kind != KIND_VAM_REGION) continue;
+      char *start = desc_start(r), *end = start + desc_bytes(r) - CHUNK_HEADER;
+      uint32_t prev = 0;
+      bool prev_free = false;
+      chunk_t *c = (chunk_t *)start;
+      for (; (char *)c < end; c = chunk_next(c)) {
+        CHECK(chunk_valid(c) && c->prev_size == prev && chunk_size(c) >= LARGE_MIN_CHUNK);
+        if (!chunk_valid(c) || chunk_size(c) == 0) break;
+        bool is_free = !(c->size & CHUNK_INUSE);
+        CHECK(!(is_free && prev_free));
+        if (is_free) {
+          bool binned = false;
+          for (chunk_t *f = h->d.bins[large_bin(chunk_size(c))]; f && !binned; f = f->next) binned = f == c;
+          CHECK(binned);
+        }
+        prev_free = is_free;
+        prev = chunk_size(c);
+      }
+      CHECK((char *)c == end && c->size == CHUNK_INUSE && c->prev_size == prev);
+    }
+  }
+  return bad;
+#undef CHECK
+}

@@ -1,0 +1,74 @@
+/* vam.h — the Vam design (Feng & Berger, MSP 2005), the flagship policy of Locus.
+ *
+ * Size categories (tunable constants below):
+ *   small   <= 127 B   page blocks of one page, one size class each
+ *   medium  128-496 B  page blocks of four pages
+ *   large   497 B-32 KiB  boundary-tagged chunks in shared 20-page regions, best fit through
+ *                      an indexed free-list table (one exact bin per 16 B, a bitmap over bins)
+ *   huge    > 32 KiB   runs of pages / own mappings (core, huge.h)
+ *
+ * Page blocks are headerless: the block's descriptor (in the segment header) holds its class,
+ * free list, bump pointer and count. Allocation inside a block is reap-style: bump until the
+ * end, then reuse the block's own free list. Per class, an available list and a full list;
+ * allocation uses the first available block; a free into a full block moves it to the front
+ * of the available list; an empty block goes back to the page manager (and, with the
+ * immediate policy, its pages to the OS at once).
+ *
+ * Invariants (checked by vam_check):
+ *  - avail[c] is &vam_none when empty, else a NULL-terminated list of blocks of class c, none
+ *    FLAG_FULL; every block but the head has room (the head may just have filled up).
+ *  - full[c] lists exhausted blocks of class c, each FLAG_FULL.
+ *  - used + (objects on the free list) + (objects beyond bump) == capacity.
+ *  - A freed small object holds (address ^ cookie) in its second word (objects of 16 B and
+ *    more): the cheap double-free test. Allocation clears it.
+ *  - In a region, chunks tile [start, end - 16); prev_size of each chunk equals the size of
+ *    the chunk before it; no two free chunks are adjacent; every free chunk is in the bin of
+ *    its size; the header at end - 16 is an in-use chunk of size 0.
+ */
+#ifndef LOCUS_VAM_H
+#define LOCUS_VAM_H
+
+#define VAM_SMALL_LIMIT   128      /* objects below this live in 1-page blocks */
+#define VAM_MEDIUM_MAX    496      /* largest object in a page block */
+#define VAM_LARGE_MAX     32768    /* largest object in a region */
+#define VAM_SMALL_PAGES   1
+#define VAM_MEDIUM_PAGES  4
+#define VAM_REGION_PAGES  20
+#define VAM_MAX_CLASSES   64
+
+enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_REGION };
+
+/* ---- large-object chunks ------------------------------------------------------------------ */
+
+typedef struct chunk chunk_t;
+struct chunk {
+  uint32_t prev_size;   /* bytes of the previous chunk (0: first in region); for an aligned
+                           alias header, the distance back to the real header */
+  uint32_t size;        /* bytes including this header, | CHUNK_INUSE | CHUNK_ALIAS */
+  uint64_t check;       /* chunk_cookie ^ address: this really is a header */
+  chunk_t *next, *prev; /* free chunks only: their bin */
+};
+#define CHUNK_HEADER    16u
+#define CHUNK_INUSE     1u
+#define CHUNK_ALIAS     2u           /* header in front of an aligned pointer inside a chunk */
+#define CHUNK_FLAGS     15u
+#define LARGE_MIN_CHUNK ((uint32_t)((VAM_MEDIUM_MAX + 1 + CHUNK_HEADER + 15) & ~15u))
+#define LARGE_MAX_CHUNK ((uint32_t)(VAM_LARGE_MAX + CHUNK_HEADER))
+#define LARGE_BINS      ((LARGE_MAX_CHUNK - LARGE_MIN_CHUNK) / 16 + 2)   /* + one for bigger */
+
+typedef struct design_heap {
+  desc_t *avail[VAM_MAX_CLASSES];
+  desc_t *full[VAM_MAX_CLASSES];
+  chunk_t *bins[LARGE_BINS];
+  bitmap2_t binmap;
+  desc_t *spare_region;          /* an empty region kept for reuse (not immediate policy) */
+} design_heap_t;
+
+/* The empty available list: reads as a block with no room, so the fast path falls through to
+ * the slow path without testing for NULL. Never written. */
+static desc_t vam_none;
+
+/* heap_empty's state: every list empty (see heap.h). */
+#define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &vam_none } }
+
+#endif
