@@ -9,6 +9,7 @@
 
 #include <malloc.h>
 #include <stdio.h>
+#include <dlfcn.h>
 #include "../../include/locus.h"
 
 /* ---- start-up ------------------------------------------------------------------------------ */
@@ -23,10 +24,6 @@ static void global_init(void) {
   }
   os_init();
   options_init();
-  if (!segmap_init()) {
-    locus_printf(2, "locus: cannot reserve the segment map\n");
-    abort();
-  }
   const uint64_t *rnd = (const uint64_t *)getauxval(AT_RANDOM);
   uint64_t seed = rnd ? rnd[0] ^ rnd[1] : (uint64_t)(uintptr_t)&seed * 0x9E3779B97F4A7C15ull;
   segment_cookie = seed | 1;
@@ -54,7 +51,7 @@ __attribute__((destructor)) static void locus_at_exit(void) {
 
 /* ---- the core operations -------------------------------------------------------------------- */
 
-static inline void *alloc_impl(size_t size, bool zero) {
+static ALWAYS_INLINE void *alloc_impl(size_t size, bool zero) {
   void *p = design_alloc(tl_heap, size, zero);
   if (unlikely(!p)) errno = ENOMEM;
   return p;
@@ -79,7 +76,7 @@ static void heap_free_local(heap_t *h, void *p, const char *call) {
   else locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
 }
 
-static inline void free_impl(void *p, const char *call) {
+static ALWAYS_INLINE void free_impl(void *p, const char *call) {
   if (unlikely(!p)) return;
   unsigned g = segmap_get(p);
   if (likely(g == GRANULE_SEGMENT)) {
@@ -387,13 +384,28 @@ typedef void (*new_handler_fn)(void);
 extern new_handler_fn _ZSt15get_new_handlerv(void) __attribute__((weak));
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
 
+/* nothrow new must turn a throwing new-handler's bad_alloc into nullptr, which C cannot
+ * catch: the C++ runtime's own nothrow operator does the try/catch around our throwing one. */
+typedef void *(*nothrow_new_fn)(size_t, const void *);
+typedef void *(*nothrow_new_aligned_fn)(size_t, size_t, const void *);
+
 static NOINLINE void *cxx_new_retry(size_t size, size_t align, bool nothrow) {
   for (;;) {
     void *p = align ? aligned_impl(align, size, false) : alloc_impl(size, false);
     if (p) return p;
     new_handler_fn handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (!handler && nothrow) return NULL;
+    if (nothrow) {
+      char tag = 0;   /* stands for std::nothrow; the runtime's operator ignores its value */
+      if (align) {
+        nothrow_new_aligned_fn f = (nothrow_new_aligned_fn)dlsym(RTLD_NEXT, "_ZnwmSt11align_val_tRKSt9nothrow_t");
+        if (f) return f(size, align, &tag);
+      } else {
+        nothrow_new_fn f = (nothrow_new_fn)dlsym(RTLD_NEXT, "_ZnwmRKSt9nothrow_t");
+        if (f) return f(size, &tag);
+      }
+    }
     if (!handler) {
-      if (nothrow) return NULL;
       if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
       locus_printf(2, "locus: operator new: out of memory (%zu bytes)\n", size);
       abort();

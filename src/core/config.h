@@ -29,6 +29,7 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define LOCUS_API   __attribute__((visibility("default")))
 #define NOINLINE    __attribute__((noinline))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 #define COLD        __attribute__((cold, noinline))
 
 /* The variant's name as locus_variant() reports it. */

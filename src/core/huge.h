@@ -158,7 +158,7 @@ static bool os_obj_resize(void *p, size_t size) {
 
 static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   if (unlikely(h == &heap_empty) && !(h = heap_acquire())) return NULL;
-  size_t pages = (size + os_page_size - 1) >> os_page_shift;
+  size_t pages = size ? (size + os_page_size - 1) >> os_page_shift : 1;
   if (size >= opt.os_threshold || size > PTRDIFF_MAX || pages + align / os_page_size > (SEGMENT_SIZE >> os_page_shift) / 2)
     return os_obj_alloc(size, align, zero);
   heap_collect(h);

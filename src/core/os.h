@@ -61,12 +61,9 @@ static void os_discard(void *p, size_t size) {
  * before it reads any header. Writes happen only when granules are mapped or unmapped. */
 enum granule_kind { GRANULE_NONE = 0, GRANULE_SEGMENT = 1, GRANULE_OS_HEAD = 2, GRANULE_OS_TAIL = 3 };
 
-static _Atomic(uint8_t) *segmap;
-
-static bool segmap_init(void) {
-  segmap = os_map((size_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT));
-  return segmap != NULL;
-}
+/* In .bss: zero-filled on demand, so it costs nothing until touched, and it is valid before
+ * start-up runs (a free of a foreign pointer as the very first call must still be caught). */
+static _Atomic(uint8_t) segmap[(size_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT)];
 
 static inline unsigned segmap_get(const void *p) {
   uintptr_t g = (uintptr_t)p >> SEGMENT_SHIFT;

@@ -52,7 +52,7 @@ struct desc {
   uint16_t flags;      /* enum desc_flags */
   uint8_t marker_off;  /* design blocks: offset of the double-free marker word */
   uint8_t spare8;
-  uint32_t aux;        /* design-specific */
+  uint32_t aux;        /* design-specific (vam: ceil(2^32 / obj_size) for free's check) */
 };
 
 typedef struct segment segment_t;

@@ -8,19 +8,19 @@
 
 #define SIZECLASS_MAX_CLASSES 256
 #define SIZECLASS_LOOKUP_MAX  (1u << 16)          /* largest size served by lookup */
-#define RECIP_SHIFT 40                             /* exact for offsets < 2^24, sizes < 2^16 */
+#define RECIP_SHIFT 32        /* exact while offset * size < 2^32: true inside any block */
 
 typedef struct sizeclass_table {
   unsigned count;
   size_t max;                                      /* largest size with a class */
   uint32_t size[SIZECLASS_MAX_CLASSES];
-  uint64_t recip[SIZECLASS_MAX_CLASSES];
+  uint32_t recip[SIZECLASS_MAX_CLASSES];     /* ceil(2^32 / size) */
   uint8_t lookup[(SIZECLASS_LOOKUP_MAX >> 3) + 1]; /* (size + 7) >> 3 -> class */
 } sizeclass_table_t;
 
 static void sizeclass_add(sizeclass_table_t *t, size_t sz) {
   t->size[t->count] = (uint32_t)sz;
-  t->recip[t->count] = ((1ull << RECIP_SHIFT) + sz - 1) / sz;
+  t->recip[t->count] = (uint32_t)(((1ull << RECIP_SHIFT) + sz - 1) / sz);
   t->count++;
   t->max = sz;
 }
@@ -61,10 +61,15 @@ static inline unsigned sizeclass_of(const sizeclass_table_t *t, size_t size) {
   return t->lookup[(size + 7) >> 3];
 }
 
-/* offset / size when offset is an exact multiple of the class size, else -1. */
+/* offset / size when offset is an exact multiple of size, else -1; recip = ceil(2^32/size)
+ * (the table's, or a copy kept next to the block). Exact while offset * size < 2^32. */
+static inline long divide_exact(size_t offset, uint32_t size, uint32_t recip) {
+  size_t q = (offset * recip) >> RECIP_SHIFT;
+  return q * size == offset ? (long)q : -1;
+}
+
 static inline long sizeclass_index(const sizeclass_table_t *t, unsigned cls, size_t offset) {
-  size_t q = (size_t)(((unsigned __int128)offset * t->recip[cls]) >> RECIP_SHIFT);
-  return q * t->size[cls] == offset ? (long)q : -1;
+  return divide_exact(offset, t->size[cls], t->recip[cls]);
 }
 
 #endif

@@ -41,6 +41,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   b->kind = KIND_VAM_BLOCK;
   b->cls = (uint8_t)cls;
   b->obj_size = (uint32_t)size;
+  b->aux = vam_classes.recip[cls];
   b->used = 0;
   b->marker_off = size >= 2 * sizeof(void *) ? sizeof(void *) : 0;
   b->flags = clean ? FLAG_CLEAN : 0;
@@ -58,8 +59,8 @@ static inline size_t vam_capacity(const desc_t *b) {
 
 static void *vam_alloc(heap_t *h, size_t size, bool zero);
 
-/* The current block of this class has no room: retire full blocks, take the next available
- * block, or make a new one. */
+/* The head block of this class has no room: retire exhausted blocks to the (implicit) full
+ * list, take the next available block or make a new one, and allocate from it. */
 static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, bool zero) {
   if (h == &heap_empty) {
     if (!(h = heap_acquire())) return NULL;
@@ -68,12 +69,17 @@ static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, bool zero) {
   heap_collect(h);
   unsigned cls = sizeclass_of(&vam_classes, size);
   desc_t *b;
-  while ((b = h->d.avail[cls]) != &vam_none && b->u.blk.bump >= b->u.blk.end && !b->u.blk.free) {
-    list_unlink(&h->d.avail[cls], b, &vam_none);
+  for (;;) {
+    b = h->d.avail[cls];
+    if (b == &vam_none) {
+      if (!(b = vam_block_new(h, cls))) return NULL;
+      break;
+    }
+    if (b->u.blk.bump < b->u.blk.end || b->u.blk.free) break;
+    h->d.avail[cls] = b->next ? b->next : &vam_none;
+    if (b->next) b->next->prev = NULL;
     b->flags |= FLAG_FULL;
-    list_push(&h->d.full[cls], b, NULL);
   }
-  if (b == &vam_none && !vam_block_new(h, cls)) return NULL;
   heap_debug_tick(h);
   return vam_alloc(h, size, zero);
 }
@@ -189,7 +195,7 @@ static void chunk_discard(chunk_t *c) {
   if (to > from) os_discard((void *)from, to - from);
 }
 
-static void vam_free_large(heap_t *h, desc_t *r, void *p, const char *call) {
+static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *call) {
   bool alias;
   chunk_t *c = chunk_of(r, p, call, &alias);
   h->stats.free_calls++;
@@ -288,11 +294,11 @@ static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zer
   return huge_alloc(h, size, align, zero);
 }
 
-static void vam_block_changed(heap_t *h, desc_t *b);
+static void vam_block_empty(heap_t *h, desc_t *b);
 
-static inline void vam_free_block(heap_t *h, desc_t *b, void *p, const char *call) {
+static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, const char *call) {
   size_t off = (size_t)((char *)p - desc_start(b));
-  if (unlikely(sizeclass_index(&vam_classes, b->cls, off) < 0 || (char *)p >= b->u.blk.bump))
+  if (unlikely(divide_exact(off, b->obj_size, b->aux) < 0 || (char *)p >= b->u.blk.bump))
     locus_fatal(call, "invalid pointer", p);
   uintptr_t *w = p;
   if (b->marker_off ? w[1] == free_marker(p) : p == b->u.blk.free) locus_fatal(call, "double free", p);
@@ -301,34 +307,34 @@ static inline void vam_free_block(heap_t *h, desc_t *b, void *p, const char *cal
   b->u.blk.free = p;
   h->stats.free_calls++;
   h->stats.bytes_allocated -= b->obj_size;
-  if (unlikely(--b->used == 0) || unlikely(b->flags & FLAG_FULL)) vam_block_changed(h, b);
+  if (unlikely(b->flags & FLAG_FULL)) {           /* full -> front of the available list */
+    desc_t **head = &h->d.avail[b->cls];
+    b->flags &= (uint16_t)~FLAG_FULL;
+    b->prev = NULL;
+    b->next = *head == &vam_none ? NULL : *head;
+    if (b->next) b->next->prev = b;
+    *head = b;
+  }
+  if (unlikely(--b->used == 0)) vam_block_empty(h, b);
 }
 
-/* A free made the block non-full (it moves to the front of the available list) or empty (it
- * goes back to the page manager, unless it is the class's only block and the policy is not
- * immediate: then it is reset to bump mode and kept). */
-static NOINLINE void vam_block_changed(heap_t *h, desc_t *b) {
+/* A free emptied the block: it goes back to the page manager, unless it is the class's only
+ * block and the policy is not immediate; then it is reset to bump mode and kept. */
+static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
   unsigned cls = b->cls;
-  if (b->flags & FLAG_FULL) {
-    list_unlink(&h->d.full[cls], b, NULL);
-    b->flags &= (uint16_t)~FLAG_FULL;
-    list_push(&h->d.avail[cls], b, &vam_none);
-  }
-  if (b->used == 0) {
-    if (opt.discard != DISCARD_IMMEDIATE && h->d.avail[cls] == b && !b->next) {
-      b->u.blk.bump = desc_start(b);
-      b->u.blk.free = NULL;
-      b->flags &= (uint16_t)~FLAG_CLEAN;
-    } else {
-      list_unlink(&h->d.avail[cls], b, &vam_none);
-      h->stats.blocks_in_use--;
-      pages_free(h, b);
-    }
+  if (opt.discard != DISCARD_IMMEDIATE && h->d.avail[cls] == b && !b->next) {
+    b->u.blk.bump = desc_start(b);
+    b->u.blk.free = NULL;
+    b->flags &= (uint16_t)~FLAG_CLEAN;
+  } else {
+    list_unlink(&h->d.avail[cls], b, &vam_none);
+    h->stats.blocks_in_use--;
+    pages_free(h, b);
   }
   heap_debug_tick(h);
 }
 
-static inline void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
   if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, call);
   else if (d->kind == KIND_VAM_REGION) vam_free_large(h, d, p, call);
   else locus_fatal(call, "invalid pointer", p);
@@ -400,31 +406,44 @@ static void design_purge(heap_t *h) {
     for (chunk_t *c = h->d.bins[b]; c; c = c->next) chunk_discard(c);
 }
 
+/* Checks one block's counts and free list. */
+static size_t vam_check_block(heap_t *h, desc_t *b) {
+  size_t bad = 0;
+#define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
+  CHECK(b->kind == KIND_VAM_BLOCK && desc_segment(b)->heap == h && b->obj_size == vam_classes.size[b->cls]);
+  size_t cap = vam_capacity(b), nfree = 0;
+  for (void *f = b->u.blk.free; f && nfree <= cap; f = *(void **)f) {
+    CHECK((char *)f >= desc_start(b) && (char *)f < b->u.blk.bump);
+    CHECK(sizeclass_index(&vam_classes, b->cls, (size_t)((char *)f - desc_start(b))) >= 0);
+    nfree++;
+  }
+  size_t unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
+  CHECK(b->used + nfree + unbumped == cap);
+  if (b->flags & FLAG_FULL) CHECK(nfree == 0 && unbumped == 0);
+  return bad;
+#undef CHECK
+}
+
 static size_t design_check(heap_t *h) {
   size_t bad = 0;
 #define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
+  size_t listed = 0, blocks = 0;
   for (unsigned c = 0; c < vam_classes.count; c++) {
-    for (int list = 0; list < 2; list++) {
-      desc_t *b = list ? h->d.full[c] : h->d.avail[c];
-      if (b == &vam_none) continue;
-      for (; b; b = b->next) {
-        CHECK(b->kind == KIND_VAM_BLOCK && b->cls == c && desc_segment(b)->heap == h);
-        CHECK(!!(b->flags & FLAG_FULL) == (list == 1));
-        size_t cap = vam_capacity(b), nfree = 0;
-        for (void *f = b->u.blk.free; f && nfree <= cap; f = *(void **)f) {
-          CHECK((char *)f >= desc_start(b) && (char *)f < b->u.blk.bump);
-          CHECK(sizeclass_index(&vam_classes, c, (size_t)((char *)f - desc_start(b))) >= 0);
-          nfree++;
-        }
-        size_t unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
-        CHECK(b->used + nfree + unbumped == cap);
-        if (list == 1) CHECK(nfree == 0 && unbumped == 0);
-      }
+    desc_t *b = h->d.avail[c];
+    if (b == &vam_none) continue;
+    for (; b; b = b->next) {
+      CHECK(b->cls == c && !(b->flags & FLAG_FULL));
+      listed++;
     }
   }
   for (segment_t *s = h->pages.segments; s; s = s->next) {
     for (size_t i = s->first; i < s->npages; i += s->desc[i].npages ? s->desc[i].npages : 1) {
       desc_t *r = &s->desc[i];
+      if (r->kind == KIND_VAM_BLOCK) {
+        blocks++;
+        bad += vam_check_block(h, r);
+        if (r->flags & FLAG_FULL) listed++;
+      }
       if (r->kind != KIND_VAM_REGION) continue;
       char *start = desc_start(r), *end = start + desc_bytes(r) - CHUNK_HEADER;
       uint32_t prev = 0;
@@ -446,6 +465,7 @@ static size_t design_check(heap_t *h) {
       CHECK((char *)c == end && c->size == CHUNK_INUSE && c->prev_size == prev);
     }
   }
+  CHECK(listed == blocks);
   return bad;
 #undef CHECK
 }

@@ -12,12 +12,15 @@
  * end, then reuse the block's own free list. Per class, an available list and a full list;
  * allocation uses the first available block; a free into a full block moves it to the front
  * of the available list; an empty block goes back to the page manager (and, with the
- * immediate policy, its pages to the OS at once).
+ * immediate policy, its pages to the OS at once). The full list is implicit: a full block is
+ * flagged FLAG_FULL and linked nowhere, because nothing ever walks it (the consistency check
+ * finds full blocks through the segments); this saves two list updates per transition.
  *
  * Invariants (checked by vam_check):
  *  - avail[c] is &vam_none when empty, else a NULL-terminated list of blocks of class c, none
- *    FLAG_FULL; every block but the head has room (the head may just have filled up).
- *  - full[c] lists exhausted blocks of class c, each FLAG_FULL.
+ *    FLAG_FULL. A listed block may have just filled up (a block freed into goes in front of
+ *    it); the slow path retires exhausted blocks as they reach the head.
+ *  - A block on no list is FLAG_FULL and exhausted.
  *  - used + (objects on the free list) + (objects beyond bump) == capacity.
  *  - A freed small object holds (address ^ cookie) in its second word (objects of 16 B and
  *    more): the cheap double-free test. Allocation clears it.
@@ -58,7 +61,6 @@ struct chunk {
 
 typedef struct design_heap {
   desc_t *avail[VAM_MAX_CLASSES];
-  desc_t *full[VAM_MAX_CLASSES];
   chunk_t *bins[LARGE_BINS];
   bitmap2_t binmap;
   desc_t *spare_region;          /* an empty region kept for reuse (not immediate policy) */

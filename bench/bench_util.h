@@ -1,0 +1,184 @@
+/* bench_util.h — what every workload program shares: the deterministic PRNG, the scale
+ * argument, size distributions, object stamping/verification, and error exits.
+ *
+ * The workloads use only the standard malloc API, so any allocator can be put under them with
+ * LD_PRELOAD. Everything they print on stdout except memory figures (burst's RSS lines) is a
+ * function of the fixed seeds alone, never of addresses or timing: two allocators that behave
+ * correctly print the same checksum, and a broken one is caught by the content checks.
+ */
+#ifndef LOCUS_BENCH_UTIL_H
+#define LOCUS_BENCH_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors --------------------------------------------------------------------------- */
+
+static const char *bench_name = "bench";
+
+/* A failed check or a failed allocation: one line on stderr, exit status 1. */
+static void bench_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void bench_die(const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "%s: error: ", bench_name);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  exit(1);
+}
+
+static inline void *bench_malloc(size_t n) {
+  void *p = malloc(n);
+  if (p == NULL) bench_die("malloc(%zu) returned NULL", n);
+  return p;
+}
+
+/* ---- the scale argument --------------------------------------------------------------- */
+
+/* Parses argv[idx] as the scale (a positive integer; absent means 1). Usage errors exit 2. */
+static long bench_scale_arg(int argc, char **argv, int idx, const char *usage) {
+  if (argc <= idx) return 1;
+  char *end;
+  errno = 0;
+  long v = strtol(argv[idx], &end, 10);
+  if (errno != 0 || end == argv[idx] || *end != '\0' || v < 1 || v > 100000) {
+    fprintf(stderr, "%s: bad scale '%s' (a positive integer)\nusage: %s %s\n", bench_name,
+            argv[idx], bench_name, usage);
+    exit(2);
+  }
+  return v;
+}
+
+/* ---- PRNG: xorshift64* (Vigna), fixed seeds, one state per thread ------------------------ */
+
+typedef struct { uint64_t s; } bench_rng;
+
+/* The state must never be zero; splitmix64 of the seed guarantees a well-mixed nonzero start. */
+static inline void bench_rng_seed(bench_rng *r, uint64_t seed) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  r->s = z ? z : 0x2545f4914f6cdd1dull;
+}
+
+static inline uint64_t bench_rng_next(bench_rng *r) {
+  uint64_t x = r->s;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  r->s = x;
+  return x * 0x2545f4914f6cdd1dull;
+}
+
+/* Uniform in [0, n), n > 0 (multiply-shift: no division, bias below 2^-32 for our n). */
+static inline uint64_t bench_rng_below(bench_rng *r, uint64_t n) {
+  return (uint64_t)(((unsigned __int128)bench_rng_next(r) * n) >> 64);
+}
+
+/* Uniform in [lo, hi]. */
+static inline uint64_t bench_rng_range(bench_rng *r, uint64_t lo, uint64_t hi) {
+  return lo + bench_rng_below(r, hi - lo + 1);
+}
+
+/* Small-object size in 8..256 bytes, skewed toward small as in C/C++ programs' traces:
+ * 50% 8..32, 30% 33..64, 15% 65..128, 5% 129..256 (mean about 49 bytes). */
+static inline size_t bench_small_size(bench_rng *r) {
+  uint64_t c = bench_rng_below(r, 100);
+  if (c < 50) return (size_t)bench_rng_range(r, 8, 32);
+  if (c < 80) return (size_t)bench_rng_range(r, 33, 64);
+  if (c < 95) return (size_t)bench_rng_range(r, 65, 128);
+  return (size_t)bench_rng_range(r, 129, 256);
+}
+
+/* ---- stamping and verifying object contents --------------------------------------------- */
+
+/* A 64-bit mix used to derive per-object tags from counters (never from addresses). */
+static inline uint64_t bench_mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+static inline unsigned char bench_fill_byte(uint64_t tag) {
+  return (unsigned char)((tag >> 56) ^ 0xa5);
+}
+
+/* Writes the whole object: the tag in its first 8 bytes (if it has them), then a fill byte
+ * derived from the tag. Two live objects that overlap will disagree on one of these. */
+static inline void bench_fill(void *p, size_t n, uint64_t tag) {
+  unsigned char *b = p;
+  unsigned char f = bench_fill_byte(tag);
+  if (n >= 8) {
+    memcpy(b, &tag, 8);
+    memset(b + 8, f, n - 8);
+  } else {
+    memset(b, f, n);
+  }
+}
+
+/* Checks the tag, the last byte and a middle byte (cheap, but catches overlap and reuse of a
+ * live object). Dies naming the workload's own object index. */
+static inline void bench_check(const void *p, size_t n, uint64_t tag, const char *what,
+                               uint64_t index) {
+  const unsigned char *b = p;
+  unsigned char f = bench_fill_byte(tag);
+  int ok;
+  if (n >= 8) {
+    uint64_t t;
+    memcpy(&t, b, 8);
+    ok = t == tag && (n == 8 || (b[n - 1] == f && b[8 + (n - 8) / 2] == f));
+  } else {
+    ok = n == 0 || (b[0] == f && b[n - 1] == f);
+  }
+  if (!ok)
+    bench_die("content mismatch in %s #%llu (%zu bytes): the allocator handed out memory "
+              "that was still in use or corrupted it", what, (unsigned long long)index, n);
+}
+
+/* Folds a value into a running checksum (order-dependent, deterministic). */
+static inline uint64_t bench_fold(uint64_t sum, uint64_t v) {
+  return bench_mix(sum ^ v) + 0x9e3779b97f4a7c15ull;
+}
+
+/* ---- memory figures (Linux) ------------------------------------------------------------ */
+
+#include <unistd.h>
+
+/* Resident set size in KiB from /proc/self/statm (field 2, in pages); -1 if unreadable. */
+static inline long bench_rss_kib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f == NULL) return -1;
+  long size, resident;
+  int n = fscanf(f, "%ld %ld", &size, &resident);
+  fclose(f);
+  if (n != 2) return -1;
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* A field of /proc/self/status in KiB (e.g. "VmHWM"); -1 if absent. */
+static inline long bench_status_kib(const char *field) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL) return -1;
+  char line[256];
+  size_t len = strlen(field);
+  long v = -1;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, field, len) == 0 && line[len] == ':') {
+      v = strtol(line + len + 1, NULL, 10);
+      break;
+    }
+  }
+  fclose(f);
+  return v;
+}
+
+#endif /* LOCUS_BENCH_UTIL_H */

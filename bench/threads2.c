@@ -1,0 +1,229 @@
+/* threads2 — multi-thread churn, optionally with cross-thread frees.
+ *
+ * Models a multi-threaded server whose threads each keep a private working set of small
+ * objects (per-request state) and churn it. Every thread does the same fixed amount of work,
+ * so with perfect scaling the run time is the same for 1 thread and for as many threads as
+ * there are cores; the lab times `threads2 S 1` and `threads2 S 2` and reports
+ * scaling = 2 * time(1 thread) / time(2 threads) (2.0 is perfect on two cores). An allocator
+ * with a global lock or false sharing between threads' objects loses here.
+ *
+ * --xfree adds a producer/consumer component (what thread-caching allocators find hardest):
+ * every XFREE_EVERY operations a thread also allocates an object and sends it, in batches
+ * through a mutex-protected queue, to the next thread in a ring, which checks and frees it.
+ * Memory is thus freed by a thread that did not allocate it. With one thread the thread
+ * sends to itself, so the work is the same and only the cross-thread part disappears.
+ *
+ * usage: threads2 [scale] [threads] [--xfree]   per-thread work grows linearly with scale
+ */
+#include "bench_util.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+enum {
+  SLOTS = 25000,                  /* live objects per thread */
+  OPS_PER_SCALE = 20000000,       /* replacements per thread per unit of scale */
+  MAX_THREADS = 64,
+  XFREE_EVERY = 4,                /* one object sent to the next thread per this many ops */
+  BATCH = 64,                     /* objects per queue message */
+  MAX_PENDING = 64,               /* batches a queue may hold before its producer waits */
+};
+
+typedef struct {
+  unsigned char *p;
+  uint32_t size;
+  uint64_t tag;
+} slot;
+
+typedef struct batch {
+  struct batch *next;
+  int count;
+  slot item[BATCH];
+} batch;
+
+/* A thread's inbox. Invariant: pending == length of the list head..tail, under lock. */
+typedef struct {
+  pthread_mutex_t lock;
+  batch *head, *tail;
+  int pending;
+  char pad[64];                   /* keep inboxes on separate cache lines */
+} inbox;
+
+typedef struct {
+  int id;
+  uint64_t ops;
+  uint64_t sum;                   /* folded over the private churn, in program order */
+  uint64_t received_sum;          /* sum of tags freed from the inbox (order-independent) */
+  uint64_t received;
+  pthread_t thread;
+} worker;
+
+static int nthreads = 2;
+static int xfree_mode;
+static inbox inboxes[MAX_THREADS];
+static _Atomic int producers_done;
+
+/* Checks and frees everything queued for thread w. Returns the number of objects freed. */
+static uint64_t drain(worker *w) {
+  inbox *in = &inboxes[w->id];
+  pthread_mutex_lock(&in->lock);
+  batch *b = in->head;
+  in->head = in->tail = NULL;
+  in->pending = 0;
+  pthread_mutex_unlock(&in->lock);
+  uint64_t n = 0;
+  while (b != NULL) {
+    batch *next = b->next;
+    for (int i = 0; i < b->count; i++) {
+      slot *s = &b->item[i];
+      bench_check(s->p, s->size, s->tag, "cross-thread object", w->received + n);
+      w->received_sum += s->tag;
+      free(s->p);
+      n++;
+    }
+    free(b);
+    b = next;
+  }
+  w->received += n;
+  return n;
+}
+
+/* Queues a full batch for the next thread; waits (draining its own inbox) while that queue is
+ * over MAX_PENDING, so memory in flight stays bounded whichever thread runs ahead. */
+static void send(worker *w, batch *b) {
+  inbox *to = &inboxes[(w->id + 1) % nthreads];
+  b->next = NULL;
+  for (;;) {
+    pthread_mutex_lock(&to->lock);
+    if (to->pending < MAX_PENDING) {
+      if (to->tail != NULL) to->tail->next = b; else to->head = b;
+      to->tail = b;
+      to->pending++;
+      pthread_mutex_unlock(&to->lock);
+      return;
+    }
+    pthread_mutex_unlock(&to->lock);
+    if (drain(w) == 0) sched_yield();
+  }
+}
+
+static void *run(void *arg) {
+  worker *w = arg;
+  bench_rng rng;
+  bench_rng_seed(&rng, 0x7412 + (uint64_t)w->id * 1000003);
+  slot *slots = bench_malloc(sizeof(slot) * SLOTS);
+  uint64_t serial = (uint64_t)w->id << 48, sum = 0;
+
+  for (uint32_t i = 0; i < SLOTS; i++) {
+    size_t n = bench_small_size(&rng);
+    slots[i].p = bench_malloc(n);
+    slots[i].size = (uint32_t)n;
+    slots[i].tag = bench_mix(++serial);
+    bench_fill(slots[i].p, n, slots[i].tag);
+  }
+
+  batch *out = NULL;
+  for (uint64_t k = 0; k < w->ops; k++) {
+    slot *s = &slots[bench_rng_below(&rng, SLOTS)];
+    bench_check(s->p, s->size, s->tag, "object", k);
+    sum = bench_fold(sum, s->tag ^ s->p[s->size - 1]);
+    free(s->p);
+    size_t n = bench_small_size(&rng);
+    s->p = bench_malloc(n);
+    s->size = (uint32_t)n;
+    s->tag = bench_mix(++serial);
+    bench_fill(s->p, n, s->tag);
+
+    if (xfree_mode && k % XFREE_EVERY == 0) {
+      if (out == NULL) {
+        out = bench_malloc(sizeof(batch));
+        out->count = 0;
+      }
+      slot *x = &out->item[out->count++];
+      x->size = (uint32_t)bench_small_size(&rng);
+      x->p = bench_malloc(x->size);
+      x->tag = bench_mix(++serial);
+      bench_fill(x->p, x->size, x->tag);
+      if (out->count == BATCH) {
+        send(w, out);
+        out = NULL;
+        drain(w);
+      }
+    }
+  }
+  if (out != NULL) send(w, out);
+
+  if (xfree_mode) {
+    /* Every send happened before its sender's increment, so once all have counted in, one
+     * more drain empties this inbox for good. */
+    atomic_fetch_add_explicit(&producers_done, 1, memory_order_release);
+    while (atomic_load_explicit(&producers_done, memory_order_acquire) < nthreads)
+      if (drain(w) == 0) sched_yield();
+    drain(w);
+  }
+
+  for (uint32_t i = 0; i < SLOTS; i++) {
+    bench_check(slots[i].p, slots[i].size, slots[i].tag, "object", i);
+    sum = bench_fold(sum, slots[i].tag);
+    free(slots[i].p);
+  }
+  free(slots);
+  w->sum = sum;
+  return NULL;
+}
+
+static void usage_exit(const char *msg, const char *arg) {
+  fprintf(stderr, "%s: %s '%s'\nusage: %s [scale] [threads] [--xfree]\n", bench_name, msg,
+          arg, bench_name);
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  bench_name = "threads2";
+  long scale = 1;
+  int positional = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--xfree") == 0) {
+      xfree_mode = 1;
+    } else if (positional == 0) {
+      char *av[2] = {argv[0], argv[i]};
+      scale = bench_scale_arg(2, av, 1, "[scale] [threads] [--xfree]");
+      positional++;
+    } else if (positional == 1) {
+      char *end;
+      long t = strtol(argv[i], &end, 10);
+      if (end == argv[i] || *end != '\0' || t < 1 || t > MAX_THREADS)
+        usage_exit("bad thread count (1..64)", argv[i]);
+      nthreads = (int)t;
+      positional++;
+    } else {
+      usage_exit("unexpected argument", argv[i]);
+    }
+  }
+
+  worker *workers = bench_malloc(sizeof(worker) * (size_t)nthreads);
+  for (int i = 0; i < nthreads; i++) {
+    pthread_mutex_init(&inboxes[i].lock, NULL);
+    workers[i] = (worker){.id = i, .ops = (uint64_t)scale * OPS_PER_SCALE};
+  }
+  for (int i = 0; i < nthreads; i++)
+    if (pthread_create(&workers[i].thread, NULL, run, &workers[i]) != 0)
+      bench_die("pthread_create failed");
+  uint64_t sum = 0, received = 0, sent_expected = 0;
+  for (int i = 0; i < nthreads; i++) {
+    pthread_join(workers[i].thread, NULL);
+    sum = bench_fold(sum, workers[i].sum) + workers[i].received_sum;
+    received += workers[i].received;
+    if (xfree_mode) sent_expected += (workers[i].ops + XFREE_EVERY - 1) / XFREE_EVERY;
+  }
+  if (received != sent_expected)
+    bench_die("cross-thread objects lost: freed %llu of %llu", (unsigned long long)received,
+              (unsigned long long)sent_expected);
+  free(workers);
+  printf("threads2: scale=%ld threads=%d xfree=%d ops_per_thread=%llu cross_frees=%llu "
+         "checksum=%016llx\n", scale, nthreads, xfree_mode,
+         (unsigned long long)scale * OPS_PER_SCALE, (unsigned long long)received,
+         (unsigned long long)sum);
+  return 0;
+}

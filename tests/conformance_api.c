@@ -1,0 +1,838 @@
+/* conformance_api.c — the C malloc surface behaves like glibc's, under whatever allocator is
+ * loaded (LD_PRELOAD set by CTest, or none for the "system" run).
+ *
+ * What "like glibc" means where the C standard leaves room (SPEC §1): malloc(0) returns a
+ * unique freeable pointer, realloc(p, 0) frees and returns NULL, every NULL return sets
+ * errno = ENOMEM, posix_memalign returns EINVAL for a bad alignment without touching *memptr,
+ * size computations detect overflow, free preserves errno. When a Locus library is loaded
+ * (locus_variant found by dlsym) the Locus API is checked as well.
+ *
+ * Each section runs in its own child process (see check.h); "conformance_api <section>" runs
+ * one section in-process.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static locus_api_t L;
+static int have_locus;
+static size_t page;
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+/* A NULL result with errno = ENOMEM (errno is set to something else first, so a stale ENOMEM
+ * cannot pass). */
+#define CHECK_ENOMEM(expr)                                                                    \
+  do {                                                                                        \
+    errno = EDOM;                                                                             \
+    void *r_ = (expr);                                                                        \
+    int e_ = errno;                                                                           \
+    CHECKF(r_ == NULL, "%s returned %p instead of NULL", #expr, r_);                         \
+    CHECKF(e_ == ENOMEM, "%s: errno is %d (%s), not ENOMEM", #expr, e_, strerror(e_));       \
+  } while (0)
+
+static void *checked_malloc(size_t n) {
+  void *p = malloc(n);
+  CHECKF(p != NULL, "malloc(%zu) returned NULL", n);
+  return p;
+}
+
+static size_t next_pow2(size_t x) {
+  size_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+/* The sizes most sections go through: every size to 1 KiB, then every 8 (plus a few odd
+ * ones) to 64 KiB, then powers of two and their neighbours to 16 MiB. */
+static size_t *size_list(size_t *count) {
+  size_t cap = 16384, n = 0;
+  size_t *s = malloc(cap * sizeof *s);
+  CHECK(s != NULL);
+  for (size_t i = 0; i <= 1024; i++) s[n++] = i;
+  for (size_t i = 1032; i <= 65536; i += 8) {
+    s[n++] = i;
+    if (i % 1024 == 0) s[n++] = i + 3;
+  }
+  for (size_t b = 11; b <= 24; b++) {
+    size_t p2 = (size_t)1 << b;
+    s[n++] = p2 - 1;
+    s[n++] = p2;
+    s[n++] = p2 + 1;
+  }
+  CHECK(n <= cap);
+  *count = n;
+  return s;
+}
+
+/* ---- sections ---------------------------------------------------------------------------- */
+
+/* Every size: non-NULL, aligned to 16 (8 for requests <= 8), usable size >= request, and the
+ * whole usable size writable without touching the neighbours (checked with patterns on a
+ * window of 32 live objects). */
+static void t_alignment_sizes(void) {
+  size_t n;
+  size_t *sizes = size_list(&n);
+  enum { WINDOW = 32 };
+  void *live[WINDOW] = {0};
+  size_t live_size[WINDOW] = {0};
+  for (size_t i = 0; i < n; i++) {
+    size_t sz = sizes[i], slot = i % WINDOW;
+    if (live[slot]) {
+      CHECK_PATTERN(live[slot], live_size[slot], live_size[slot] ^ (slot << 32));
+      free(live[slot]);
+    }
+    void *p = checked_malloc(sz);
+    CHECK_ALIGNED(p, test_min_align(sz));
+    size_t us = malloc_usable_size(p);
+    CHECKF(us >= sz, "malloc_usable_size(malloc(%zu)) = %zu", sz, us);
+    memset(p, 0x5A, us); /* the whole usable size is ours */
+    pattern_fill(p, sz, sz ^ (slot << 32));
+    live[slot] = p;
+    live_size[slot] = sz;
+    /* every 97th size: all live objects still intact (no overlap with the new one) */
+    if (i % 97 == 0)
+      for (size_t k = 0; k < WINDOW; k++)
+        if (live[k]) CHECK_PATTERN(live[k], live_size[k], live_size[k] ^ (k << 32));
+  }
+  for (size_t k = 0; k < WINDOW; k++) {
+    if (live[k]) CHECK_PATTERN(live[k], live_size[k], live_size[k] ^ (k << 32));
+    free(live[k]);
+  }
+  free(sizes);
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* malloc(0) returns distinct non-NULL pointers that free accepts. */
+static void t_malloc_zero(void) {
+  enum { N = 2000 };
+  void **v = malloc(N * sizeof *v);
+  CHECK(v != NULL);
+  for (int i = 0; i < N; i++) {
+    v[i] = malloc(opaque_size(0));
+    CHECKF(v[i] != NULL, "malloc(0) returned NULL (call %d)", i);
+    CHECK_ALIGNED(v[i], 8);
+  }
+  qsort(v, N, sizeof *v, cmp_ptr);
+  for (int i = 1; i < N; i++) CHECKF(v[i] != v[i - 1], "malloc(0) returned %p twice", v[i]);
+  for (int i = 0; i < N; i++) free(v[i]);
+  free(v);
+  /* calloc(0, n) and calloc(n, 0) likewise */
+  void *a = calloc(opaque_size(0), 16), *b = calloc(16, opaque_size(0));
+  CHECK(a != NULL && b != NULL && a != b);
+  free(a);
+  free(b);
+}
+
+/* calloc returns zeroed memory even when it reuses blocks that were just dirtied. */
+static void t_calloc_reuse(void) {
+  static const size_t sizes[] = {1,     8,     16,    24,    32,     48,     64,     100,
+                                 128,   200,   256,   384,   512,    1000,   1024,   2000,
+                                 3000,  4096,  5000,  8192,  10000,  16384,  30000,  65536,
+                                 70000, 102400, 131072, 200000, 262144, 1 << 20, 4 << 20};
+  enum { K = 16 };
+  for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+    size_t sz = sizes[si];
+    int k = sz >= (1 << 20) ? 3 : K;
+    void *v[K];
+    for (int round = 0; round < 3; round++) {
+      for (int i = 0; i < k; i++) {
+        v[i] = checked_malloc(sz);
+        memset(v[i], 0xAA, malloc_usable_size(v[i]));
+      }
+      for (int i = 0; i < k; i++) free(v[i]);
+      for (int i = 0; i < k; i++) {
+        /* alternate the two argument orders: both must give n*m zeroed bytes */
+        v[i] = (i & 1) ? calloc(1, sz) : calloc(sz, 1);
+        CHECKF(v[i] != NULL, "calloc(%zu) returned NULL", sz);
+        const unsigned char *c = v[i];
+        for (size_t j = 0; j < sz; j++)
+          CHECKF(c[j] == 0, "calloc(%zu) byte %zu is 0x%02x (round %d)", sz, j, c[j], round);
+        memset(v[i], 0xAA, malloc_usable_size(v[i]));
+      }
+      for (int i = 0; i < k; i++) free(v[i]);
+    }
+  }
+  /* element count times element size */
+  int *arr = calloc(1000, sizeof(int));
+  CHECK(arr != NULL);
+  for (int i = 0; i < 1000; i++) CHECK(arr[i] == 0);
+  free(arr);
+}
+
+/* realloc keeps the common prefix across growth and shrink through every size category. */
+static void t_realloc_content(void) {
+  static const size_t walk[] = {1,      7,      16,     24,      100,    255,    1000,
+                                4000,   5000,   40000,  70000,   300000, 2 << 20, 5 << 20,
+                                9 << 20, 100000, 3000,  100,     10,     1,      33,
+                                5 << 20, 17,     65536, 65537,   4096,   8 << 20, 64};
+  for (int pass = 0; pass < 2; pass++) {
+    size_t cur = walk[0];
+    uint64_t seed = 1;
+    char *p = checked_malloc(cur);
+    pattern_fill(p, cur, seed);
+    for (size_t i = 1; i < sizeof walk / sizeof *walk; i++) {
+      size_t nsz = pass ? walk[sizeof walk / sizeof *walk - i] : walk[i];
+      char *q = realloc(p, nsz);
+      CHECKF(q != NULL, "realloc(%zu -> %zu) returned NULL", cur, nsz);
+      CHECK_ALIGNED(q, test_min_align(nsz));
+      CHECKF(malloc_usable_size(q) >= nsz, "usable %zu < %zu", malloc_usable_size(q), nsz);
+      CHECK_PATTERN(q, cur < nsz ? cur : nsz, seed);
+      /* a fresh pattern over the new size: the bytes past the old size must be writable */
+      pattern_fill(q, nsz, ++seed);
+      p = q;
+      cur = nsz;
+    }
+    free(p);
+  }
+  /* a random walk with several objects alive at once */
+  test_rng_t r = {42};
+  enum { N = 24 };
+  char *obj[N] = {0};
+  size_t osz[N] = {0};
+  uint64_t oseed[N] = {0};
+  for (int step = 0; step < 10000; step++) {
+    int i = (int)rng_below(&r, N);
+    uint64_t cls = rng_below(&r, 100);
+    size_t nsz = cls < 70 ? rng_below(&r, 512) : cls < 90 ? rng_below(&r, 16384)
+               : cls < 99 ? rng_below(&r, 300000) : rng_below(&r, 3 << 20);
+    if (obj[i]) CHECK_PATTERN(obj[i], osz[i], oseed[i]);
+    char *q = realloc(obj[i], nsz);
+    if (nsz == 0 && obj[i]) {
+      /* glibc: realloc(p, 0) frees p and returns NULL */
+      CHECKF(q == NULL, "realloc(p, 0) returned %p instead of freeing", (void *)q);
+      obj[i] = NULL;
+      osz[i] = 0;
+      continue;
+    }
+    CHECKF(q != NULL, "realloc(%zu) returned NULL", nsz);
+    CHECK_ALIGNED(q, test_min_align(nsz));
+    if (obj[i]) CHECK_PATTERN(q, osz[i] < nsz ? osz[i] : nsz, oseed[i]);
+    obj[i] = q;
+    osz[i] = nsz;
+    oseed[i] = (uint64_t)step * 7919 + 1;
+    pattern_fill(q, nsz, oseed[i]);
+  }
+  for (int i = 0; i < N; i++) {
+    if (obj[i]) CHECK_PATTERN(obj[i], osz[i], oseed[i]);
+    free(obj[i]);
+  }
+}
+
+/* realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and returns NULL (glibc). */
+static void t_realloc_edge(void) {
+  for (size_t n = 0; n < 5000; n += 37) {
+    char *p = realloc(NULL, n);
+    CHECKF(p != NULL, "realloc(NULL, %zu) returned NULL", n);
+    CHECK(malloc_usable_size(p) >= n);
+    memset(p, 1, n);
+    free(p);
+  }
+  static const size_t sizes[] = {1, 16, 100, 1000, 5000, 70000, 300000, 4 << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    char *p = checked_malloc(sizes[i]);
+    memset(p, 1, sizes[i]);
+    errno = 0;
+    char *q = realloc(p, opaque_size(0));
+    CHECKF(q == NULL, "realloc(p[%zu], 0) returned %p: glibc frees and returns NULL", sizes[i],
+           (void *)q);
+    CHECKF(errno == 0, "realloc(p, 0) set errno to %d", errno);
+  }
+  /* reallocarray without overflow is realloc(p, n * m) */
+  char *ra = reallocarray(NULL, 10, 10);
+  CHECK(ra != NULL);
+  pattern_fill(ra, 100, 9);
+  ra = reallocarray(ra, 1000, 10);
+  CHECK(ra != NULL);
+  CHECK_PATTERN(ra, 100, 9);
+  CHECK(malloc_usable_size(ra) >= 10000);
+  memset(ra, 0, 10000);
+  free(ra);
+  /* same size, and a block that does not move when shrunk a little */
+  char *p = checked_malloc(1000);
+  pattern_fill(p, 1000, 5);
+  p = realloc(p, 1000);
+  CHECK(p != NULL);
+  CHECK_PATTERN(p, 1000, 5);
+  p = realloc(p, 990);
+  CHECK(p != NULL);
+  CHECK_PATTERN(p, 990, 5);
+  free(p);
+}
+
+/* Requests that cannot be satisfied: NULL with errno = ENOMEM, and the old block intact. */
+static void t_overflow(void) {
+  const size_t max = SIZE_MAX, pmax = (size_t)PTRDIFF_MAX;
+  CHECK_ENOMEM(malloc(opaque_size(max)));
+  CHECK_ENOMEM(malloc(opaque_size(pmax + 1)));
+  CHECK_ENOMEM(malloc(opaque_size(pmax)));
+  /* sizes whose rounding to a class, a page or an alignment overflows */
+  for (size_t k = 0; k <= 2 * page; k += (k < 64 ? 1 : 509)) {
+    CHECK_ENOMEM(malloc(opaque_size(max - k)));
+    CHECK_ENOMEM(calloc(1, opaque_size(max - k)));
+  }
+  /* calloc and reallocarray: element count times size overflows */
+  CHECK_ENOMEM(calloc(opaque_size(max / 2), 3));
+  CHECK_ENOMEM(calloc(opaque_size((size_t)1 << 32), (size_t)1 << 32));
+  CHECK_ENOMEM(calloc(opaque_size(max), opaque_size(max)));
+  CHECK_ENOMEM(calloc(opaque_size(pmax / 8 + 1), 16)); /* no overflow, but too big */
+  CHECK_ENOMEM(reallocarray(NULL, opaque_size(max / 2), 3));
+  CHECK_ENOMEM(reallocarray(NULL, opaque_size((size_t)1 << 33), (size_t)1 << 31));
+
+  static const size_t olds[] = {24, 3000, 100000, 3 << 20};
+  for (size_t i = 0; i < sizeof olds / sizeof *olds; i++) {
+    size_t n = olds[i];
+    char *p = checked_malloc(n);
+    pattern_fill(p, n, n);
+    CHECK_ENOMEM(realloc(p, opaque_size(max)));
+    CHECK_PATTERN(p, n, n);
+    CHECK_ENOMEM(realloc(p, opaque_size(max - 15)));
+    CHECK_PATTERN(p, n, n);
+    CHECK_ENOMEM(realloc(p, opaque_size(pmax + 1)));
+    CHECK_PATTERN(p, n, n);
+    CHECK_ENOMEM(reallocarray(p, opaque_size(max / 2), 3));
+    CHECK_PATTERN(p, n, n);
+    CHECK_ENOMEM(reallocarray(p, opaque_size(1) << 40, (size_t)1 << 30));
+    CHECK_PATTERN(p, n, n);
+    /* the block still works */
+    p = realloc(p, n * 2);
+    CHECK(p != NULL);
+    CHECK_PATTERN(p, n, n);
+    free(p);
+  }
+  /* aligned and page-rounded entry points */
+  void *m = (void *)0x1;
+  CHECK_EQ(posix_memalign(&m, 64, opaque_size(max - 10)), ENOMEM);
+  CHECK_EQ(posix_memalign(&m, 4096, opaque_size(max - 4000)), ENOMEM);
+  CHECK_EQ(posix_memalign(&m, 1 << 20, opaque_size(pmax)), ENOMEM);
+  CHECK_ENOMEM(aligned_alloc(4096, opaque_size(max - 100)));
+  CHECK_ENOMEM(aligned_alloc(64, opaque_size(max)));
+  CHECK_ENOMEM(memalign(64, opaque_size(max - 10)));
+  CHECK_ENOMEM(memalign(1 << 21, opaque_size(max - (1 << 20))));
+  CHECK_ENOMEM(valloc(opaque_size(max)));
+  CHECK_ENOMEM(valloc(opaque_size(max - page + 2)));
+  CHECK_ENOMEM(pvalloc(opaque_size(max)));
+  CHECK_ENOMEM(pvalloc(opaque_size(max - page + 2)));
+  CHECK_ENOMEM(pvalloc(opaque_size(max - 2 * page)));
+  /* the heap is fine afterwards */
+  void *q = checked_malloc(100);
+  free(q);
+}
+
+static const size_t am_sizes[] = {0,    1,     7,     8,     9,     15,    16,    17,    24,
+                                  31,   32,    33,    48,    63,    64,    65,    100,   127,
+                                  128,  129,   255,   256,   257,   500,   1000,  1023,  1024,
+                                  1025, 2000,  4095,  4096,  4097,  8191,  8192,  8193,  10000,
+                                  16384, 20000, 32768, 50000, 65535, 65536, 65537, 100000};
+#define AM_N (sizeof am_sizes / sizeof *am_sizes)
+
+/* posix_memalign: every power-of-two alignment from sizeof(void*) to 1 MiB, sizes 0..100k:
+ * aligned, writable, usable >= request, no overlap; bad alignments give EINVAL and leave
+ * *memptr alone. */
+static void t_posix_memalign(void) {
+  for (size_t al = sizeof(void *); al <= ((size_t)1 << 20); al <<= 1) {
+    void *v[AM_N];
+    for (size_t i = 0; i < AM_N; i++) {
+      size_t sz = am_sizes[i];
+      void *p = (void *)0x1;
+      int rc = posix_memalign(&p, al, sz);
+      CHECKF(rc == 0, "posix_memalign(%zu, %zu) = %d", al, sz, rc);
+      CHECKF(p != NULL && p != (void *)0x1, "posix_memalign(%zu, %zu) gave %p", al, sz, p);
+      CHECKF(((uintptr_t)p & (al - 1)) == 0, "posix_memalign(%zu, %zu) = %p: misaligned", al,
+             sz, p);
+      CHECK_ALIGNED(p, test_min_align(sz));
+      size_t us = malloc_usable_size(p);
+      CHECKF(us >= sz, "posix_memalign(%zu, %zu): usable %zu", al, sz, us);
+      memset(p, 0x77, us);
+      pattern_fill(p, sz, al * 131 + sz);
+      v[i] = p;
+    }
+    for (size_t i = 0; i < AM_N; i++) {
+      CHECK_PATTERN(v[i], am_sizes[i], al * 131 + am_sizes[i]);
+      /* aligned blocks go through realloc like any other */
+      if (i % 5 == 0) {
+        v[i] = realloc(v[i], am_sizes[i] + 5000);
+        CHECK(v[i] != NULL);
+        CHECK_PATTERN(v[i], am_sizes[i], al * 131 + am_sizes[i]);
+      }
+      free(v[i]);
+    }
+  }
+  static const size_t bad[] = {0, 1, 2, 3, 4, 5, 6, 7, 12, 24, 40, 48, 96, 100, 1000, 4097,
+                               3 << 20, (size_t)-1, ((size_t)-1) / 2, ((size_t)-1) - 7};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    void *sentinel = (void *)&bad[i];
+    void *p = sentinel;
+    errno = 0;
+    int rc = posix_memalign(&p, opaque_size(bad[i]), 64);
+    CHECKF(rc == EINVAL, "posix_memalign(alignment %zu) = %d, not EINVAL", bad[i], rc);
+    CHECKF(p == sentinel, "posix_memalign(alignment %zu) failed but changed *memptr to %p",
+           bad[i], p);
+  }
+}
+
+/* aligned_alloc and memalign: power-of-two alignments, including ones below the minimum
+ * (1, 2, 4: the result has at least the malloc alignment) and large ones (2 MiB). */
+static void t_aligned_alloc_memalign(void) {
+  for (int which = 0; which < 2; which++) {
+    const char *name = which ? "memalign" : "aligned_alloc";
+    for (size_t al = 1; al <= ((size_t)2 << 20); al <<= 1) {
+      void *v[AM_N];
+      for (size_t i = 0; i < AM_N; i++) {
+        size_t sz = am_sizes[i];
+        /* C17 lets aligned_alloc take any size (glibc does); very large alignments with the
+         * whole size list would map a lot: use every third size there. */
+        if (al >= (1 << 16) && i % 3) { v[i] = NULL; continue; }
+        void *p = which ? memalign(al, sz) : aligned_alloc(al, sz);
+        CHECKF(p != NULL, "%s(%zu, %zu) returned NULL", name, al, sz);
+        CHECKF(((uintptr_t)p & (al - 1)) == 0, "%s(%zu, %zu) = %p: misaligned", name, al, sz, p);
+        CHECK_ALIGNED(p, test_min_align(sz));
+        size_t us = malloc_usable_size(p);
+        CHECKF(us >= sz, "%s(%zu, %zu): usable %zu", name, al, sz, us);
+        memset(p, 0x33, us);
+        pattern_fill(p, sz, al + sz);
+        v[i] = p;
+      }
+      for (size_t i = 0; i < AM_N; i++) {
+        if (!v[i]) continue;
+        CHECK_PATTERN(v[i], am_sizes[i], al + am_sizes[i]);
+        free(v[i]);
+      }
+    }
+  }
+}
+
+/* A non-power-of-two alignment: glibc 2.36's memalign and aligned_alloc round it up to the
+ * next power of two (newer glibc rejects it in aligned_alloc with EINVAL). Either answer is
+ * accepted; what is not: NULL without errno, or a pointer aligned less than requested. */
+static void t_align_not_pow2(void) {
+  static const size_t odd[] = {3, 12, 24, 48, 100, 1000, 4097, 12288, 3 << 20};
+  for (int which = 0; which < 2; which++) {
+    const char *name = which ? "memalign" : "aligned_alloc";
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+      size_t al = odd[i];
+      errno = 0;
+      void *p = which ? memalign(opaque_size(al), 64) : aligned_alloc(opaque_size(al), 64);
+      int e = errno;
+      if (p == NULL) {
+        CHECKF(e == EINVAL, "%s(%zu, 64) returned NULL with errno %d (%s), not EINVAL", name,
+               al, e, strerror(e));
+      } else {
+        CHECKF(((uintptr_t)p & (next_pow2(al) - 1)) == 0,
+               "%s(%zu, 64) = %p: not aligned to %zu", name, al, p, next_pow2(al));
+        memset(p, 1, 64);
+        free(p);
+      }
+    }
+    /* an alignment so big no size fits */
+    errno = 0;
+    void *p = which ? memalign(opaque_size(((size_t)1 << 63) + 1), 64)
+                    : aligned_alloc(opaque_size(((size_t)1 << 63) + 1), 64);
+    int e = errno;
+    CHECKF(p == NULL && (e == EINVAL || e == ENOMEM), "%s(2^63+1, 64) = %p, errno %d", name, p,
+           e);
+  }
+}
+
+/* valloc and pvalloc: page alignment; pvalloc rounds the size up to whole pages. */
+static void t_valloc_pvalloc(void) {
+  static const size_t sizes[] = {0, 1, 100, 4095, 4096, 4097, 10000, 65536, 100000, 1 << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    size_t sz = sizes[i];
+    char *p = valloc(sz);
+    CHECKF(p != NULL, "valloc(%zu) returned NULL", sz);
+    CHECK_ALIGNED(p, page);
+    CHECK(malloc_usable_size(p) >= sz);
+    memset(p, 1, malloc_usable_size(p));
+    char *q = pvalloc(sz);
+    CHECKF(q != NULL, "pvalloc(%zu) returned NULL", sz);
+    CHECK_ALIGNED(q, page);
+    size_t rounded = (sz + page - 1) & ~(page - 1);
+    size_t us = malloc_usable_size(q);
+    CHECKF(us >= rounded, "pvalloc(%zu): usable size %zu < %zu (whole pages)", sz, us, rounded);
+    memset(q, 2, rounded);
+    /* both go back through realloc and free like any block */
+    p = realloc(p, sz + 3000);
+    CHECK(p != NULL);
+    q = realloc(q, sz / 2 + 1);
+    CHECK(q != NULL);
+    if (sz) CHECK(q[0] == 2 && q[sz / 2] == 2);
+    free(p);
+    free(q);
+  }
+}
+
+/* malloc_usable_size: at least the request, all of it writable without damaging a neighbour. */
+static void t_usable_size(void) {
+  CHECK_EQ(malloc_usable_size(NULL), 0);
+  for (size_t sz = 0; sz < 70000; sz = sz < 256 ? sz + 1 : sz * 9 / 8) {
+    enum { K = 8 };
+    char *v[K];
+    for (int i = 0; i < K; i++) {
+      v[i] = checked_malloc(sz);
+      size_t us = malloc_usable_size(v[i]);
+      CHECKF(us >= sz, "malloc_usable_size(malloc(%zu)) = %zu", sz, us);
+      CHECKF(us <= 2 * sz + 4096, "malloc_usable_size(malloc(%zu)) = %zu: implausible", sz, us);
+      pattern_fill(v[i], us, sz * 16 + (size_t)i);
+    }
+    for (int i = 0; i < K; i++) {
+      CHECK_PATTERN(v[i], malloc_usable_size(v[i]), sz * 16 + (size_t)i);
+      free(v[i]);
+    }
+  }
+}
+
+/* free(NULL) is a no-op; free never changes errno (glibc >= 2.33, POSIX 2024). */
+static void t_free_errno(void) {
+  free(NULL);
+  static const size_t sizes[] = {0, 16, 500, 5000, 70000, 300000, 2 << 20, 16 << 20};
+  for (int round = 0; round < 3; round++)
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+      void *p = checked_malloc(sizes[i]);
+      memset(p, 1, sizes[i]);
+      errno = EBADF;
+      free(p);
+      CHECKF(errno == EBADF, "free(%zu-byte block) changed errno to %d (%s)", sizes[i], errno,
+             strerror(errno));
+      errno = ENOENT;
+      free(NULL);
+      CHECK_EQ(errno, ENOENT);
+    }
+  /* after many frees, so that free has pages or a whole mapping to give back */
+  void *v[64];
+  for (int i = 0; i < 64; i++) v[i] = checked_malloc(100000);
+  for (int i = 0; i < 64; i++) {
+    errno = EXDEV;
+    free(v[i]);
+    CHECK_EQ(errno, EXDEV);
+  }
+}
+
+/* cfree: a legacy name for free. glibc keeps it for old binaries only (not visible to dlsym);
+ * a replacement that exports it must make it free. */
+static void t_cfree(void) {
+  void (*cf)(void *);
+  void *s = dlsym(RTLD_DEFAULT, "cfree");
+  if (!s) {
+    if (have_locus) CHECKF(0, "cfree is not exported by the Locus library");
+    SECTION_SKIP("cfree not exported");
+  }
+  memcpy(&cf, &s, sizeof s);
+  for (int i = 0; i < 1000; i++) {
+    void *p = checked_malloc((size_t)i * 7);
+    cf(p);
+  }
+  cf(NULL);
+  /* the memory really went back: the same churn does not grow without bound */
+  void *a = checked_malloc(64);
+  cf(a);
+  void *b = checked_malloc(64);
+  free(b);
+}
+
+/* Which object (shared library or executable) defines a symbol, as dlsym sees it. */
+static const char *defining_object(const char *name, void **addr) {
+  void *s = dlsym(RTLD_DEFAULT, name);
+  if (addr) *addr = s;
+  if (!s) return NULL;
+  Dl_info info;
+  if (!dladdr(s, &info) || !info.dli_fname) return "?";
+  return info.dli_fname;
+}
+
+/* Every entry point that hands out or takes back a pointer comes from the object that defines
+ * malloc: a pointer from one of them freed by another allocator's free is heap corruption
+ * (jemalloc 5.3 lacks pvalloc and the __libc_ names, for example). The statistics calls must
+ * come from a Locus library too (they report its heap); for other allocators a foreign one is
+ * only noted. Under glibc everything is libc's. */
+static void t_one_heap_surface(void) {
+  static const char *const critical[] = {
+      "free",           "calloc",        "realloc",       "posix_memalign", "aligned_alloc",
+      "memalign",       "valloc",        "pvalloc",       "malloc_usable_size",
+      "__libc_malloc",  "__libc_free",   "__libc_calloc", "__libc_realloc", "__libc_memalign"};
+  /* glibc's reallocarray calls realloc through the PLT, so a foreign one still works */
+  static const char *const reporting[] = {"reallocarray", "mallinfo",    "mallinfo2",
+                                          "malloc_stats", "malloc_info", "malloc_trim",
+                                          "mallopt"};
+  const char *home = defining_object("malloc", NULL);
+  CHECK(home != NULL);
+  int bad = 0;
+  for (size_t k = 0; k < 2; k++) {
+    const char *const *names = k ? reporting : critical;
+    size_t n = k ? sizeof reporting / sizeof *reporting : sizeof critical / sizeof *critical;
+    int must = !k || have_locus;
+    for (size_t i = 0; i < n; i++) {
+      const char *obj = defining_object(names[i], NULL);
+      if (!obj) {
+        test_fdprintf(2, "  %s: not defined at all\n", names[i]);
+        bad += must;
+      } else if (strcmp(obj, home)) {
+        test_fdprintf(must ? 2 : 1, "  %s%s comes from %s, malloc from %s\n",
+                      must ? "" : "(note) ", names[i], obj, home);
+        bad += must;
+      }
+    }
+  }
+  CHECKF(bad == 0, "%d entry points do not come from the allocator that defines malloc", bad);
+}
+
+/* The glibc-internal names: pointers move freely between them and the public calls. */
+static void t_libc_aliases(void) {
+  void *(*lmalloc)(size_t), *(*lcalloc)(size_t, size_t), *(*lrealloc)(void *, size_t);
+  void *(*lmemalign)(size_t, size_t);
+  void (*lfree)(void *);
+  void *s;
+#define GET_(var, name)                                                                       \
+  do {                                                                                        \
+    s = dlsym(RTLD_DEFAULT, name);                                                            \
+    CHECKF(s != NULL, "%s is not defined", name);                                            \
+    memcpy(&var, &s, sizeof s);                                                               \
+  } while (0)
+  GET_(lmalloc, "__libc_malloc");
+  GET_(lfree, "__libc_free");
+  GET_(lcalloc, "__libc_calloc");
+  GET_(lrealloc, "__libc_realloc");
+  GET_(lmemalign, "__libc_memalign");
+#undef GET_
+  if (have_locus) {
+    /* the aliases must be the Locus library's own, not glibc's */
+    void *v = dlsym(RTLD_DEFAULT, "locus_variant");
+    Dl_info a, b;
+    CHECK(dladdr(v, &a) && a.dli_fname);
+    const char *names[] = {"__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc",
+                           "__libc_memalign"};
+    for (int i = 0; i < 5; i++) {
+      CHECK(dladdr(dlsym(RTLD_DEFAULT, names[i]), &b) && b.dli_fname);
+      CHECKF(!strcmp(a.dli_fname, b.dli_fname), "%s comes from %s, not from the Locus library %s",
+             names[i], b.dli_fname, a.dli_fname);
+    }
+  }
+  for (size_t sz = 1; sz < 300000; sz = sz * 3 + 1) {
+    /* __libc_malloc -> free */
+    char *p = lmalloc(sz);
+    CHECK(p != NULL);
+    CHECK(malloc_usable_size(p) >= sz);
+    CHECK(malloc_usable_size(p) <= 2 * sz + 4096);
+    pattern_fill(p, sz, sz);
+    p = realloc(p, sz + 100);
+    CHECK(p != NULL);
+    CHECK_PATTERN(p, sz, sz);
+    free(p);
+    /* malloc -> __libc_realloc -> __libc_free */
+    p = checked_malloc(sz);
+    pattern_fill(p, sz, sz + 1);
+    p = lrealloc(p, sz * 2);
+    CHECK(p != NULL);
+    CHECK_PATTERN(p, sz, sz + 1);
+    lfree(p);
+    /* __libc_calloc zeroes; __libc_memalign aligns */
+    unsigned char *c = lcalloc(sz, 1);
+    CHECK(c != NULL);
+    for (size_t i = 0; i < sz; i++) CHECK(c[i] == 0);
+    free(c);
+    p = lmemalign(256, sz);
+    CHECK(p != NULL);
+    CHECK_ALIGNED(p, 256);
+    CHECK(malloc_usable_size(p) >= sz);
+    memset(p, 1, sz);
+    lfree(p);
+  }
+}
+
+/* mallinfo2 reports the heap the program actually uses: allocating 10 MiB in small objects
+ * moves uordblks by about that much. */
+static void t_mallinfo2(void) {
+  struct mallinfo2 before = mallinfo2();
+  enum { N = 10 * 1024 * 1024 / 64 };
+  void **v = malloc(N * sizeof *v);
+  CHECK(v != NULL);
+  for (size_t i = 0; i < N; i++) {
+    v[i] = checked_malloc(64);
+    memset(v[i], 1, 64);
+  }
+  struct mallinfo2 after = mallinfo2();
+  for (size_t i = 0; i < N; i++) free(v[i]);
+  free(v);
+  struct mallinfo2 freed = mallinfo2();
+  CHECKF(after.uordblks >= before.uordblks + 9 * 1024 * 1024,
+         "uordblks %zu -> %zu after allocating 10 MiB", before.uordblks, after.uordblks);
+  CHECKF(after.arena + after.hblkhd >= after.uordblks,
+         "arena %zu + hblkhd %zu < uordblks %zu", after.arena, after.hblkhd, after.uordblks);
+  CHECKF(freed.uordblks + 8 * 1024 * 1024 <= after.uordblks,
+         "uordblks %zu -> %zu after freeing 10 MiB", after.uordblks, freed.uordblks);
+}
+
+/* Reads a whole file descriptor (from the start) into buf. */
+static size_t read_back(int fd, char *buf, size_t len) {
+  lseek(fd, 0, SEEK_SET);
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < len && (r = read(fd, buf + got, len - 1 - got)) > 0) got += (size_t)r;
+  buf[got] = 0;
+  return got;
+}
+
+/* malloc_stats (to stderr), malloc_info (XML), malloc_trim, mallopt: present and sane. */
+static void t_introspection(void) {
+  char *buf = malloc(1 << 16);
+  CHECK(buf != NULL);
+  void *keep = checked_malloc(1000);
+
+  /* malloc_stats writes to stderr: catch it in a temporary file */
+  FILE *tmp = tmpfile();
+  CHECK(tmp != NULL);
+  fflush(stderr);
+  int saved = dup(2);
+  CHECK(saved >= 0);
+  CHECK(dup2(fileno(tmp), 2) == 2);
+  malloc_stats();
+  fflush(stderr);
+  CHECK(dup2(saved, 2) == 2);
+  close(saved);
+  size_t n = read_back(fileno(tmp), buf, 1 << 16);
+  CHECKF(n > 0, "malloc_stats() printed nothing");
+  fclose(tmp);
+
+  tmp = tmpfile();
+  CHECK(tmp != NULL);
+  CHECK_EQ(malloc_info(0, tmp), 0);
+  fflush(tmp);
+  n = read_back(fileno(tmp), buf, 1 << 16);
+  fclose(tmp);
+  CHECKF(n > 0 && !strncmp(buf, "<malloc", 7), "malloc_info output starts with '%.20s'", buf);
+  CHECKF(strstr(buf, "</malloc>") != NULL, "malloc_info output has no </malloc>");
+
+  int t = malloc_trim(0);
+  CHECKF(t == 0 || t == 1, "malloc_trim(0) = %d", t);
+  t = malloc_trim(1 << 20);
+  CHECKF(t == 0 || t == 1, "malloc_trim(1 MiB) = %d", t);
+  int r = mallopt(M_ARENA_MAX, 8);
+  (void)r; /* any int: replacements may ignore glibc's parameters */
+  r = mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  (void)r;
+  /* the heap still works after trimming */
+  for (int i = 0; i < 1000; i++) free(checked_malloc((size_t)i * 13));
+  memset(keep, 1, 1000);
+  free(keep);
+  free(buf);
+}
+
+/* The Locus API, when a Locus library is loaded. */
+static void t_locus_api(void) {
+  if (!have_locus) SECTION_SKIP("not a Locus library");
+  CHECK(L.version && L.variant && L.purge && L.stats_get && L.stats_json && L.stats_print &&
+        L.check_heap);
+  CHECKF(!strcmp(L.version(), LOCUS_VERSION), "locus_version() = %s, header says %s",
+         L.version(), LOCUS_VERSION);
+  const char *var = L.variant();
+  CHECK(var != NULL && var[0] != 0);
+  test_note("     variant %s, version %s\n", var, L.version());
+
+  locus_stats_t a, b;
+  memset(&a, 0xFF, sizeof a);
+  CHECK_EQ(L.stats_get(&a), 0);
+  CHECK_EQ(a.version, 1);
+  enum { N = 1000 };
+  void *v[N];
+  for (int i = 0; i < N; i++) v[i] = checked_malloc(100);
+  CHECK_EQ(L.stats_get(&b), 0);
+  CHECK_GE(b.malloc_calls, a.malloc_calls + N);
+  CHECK_GE(b.bytes_allocated, a.bytes_allocated + N * 100);
+  CHECK_GE(b.bytes_mapped, b.bytes_committed);
+  CHECK_GE(b.heaps, 1);
+  CHECK_LE(b.search_words_max, b.search_words);
+  for (int i = 0; i < N; i++) free(v[i]);
+  CHECK_EQ(L.stats_get(&a), 0);
+  CHECK_GE(a.free_calls, b.free_calls + N);
+  CHECK_LE(a.bytes_allocated + N * 100, b.bytes_allocated);
+
+  /* JSON: one object naming the variant; the return value is the full length */
+  char json[16384];
+  size_t need = L.stats_json(json, sizeof json);
+  CHECKF(need > 0 && need < sizeof json, "locus_stats_json needs %zu bytes", need);
+  CHECK_EQ(strlen(json), need);
+  CHECKF(json[0] == '{' && json[need - 1] == '}', "JSON is not an object: %.60s", json);
+  CHECKF(strstr(json, "\"variant\"") && strstr(json, var), "JSON lacks the variant: %.200s", json);
+  CHECKF(strstr(json, "\"malloc_calls\""), "JSON lacks malloc_calls: %.200s", json);
+  int depth = 0, in_str = 0;
+  for (size_t i = 0; i < need; i++) {
+    char c = json[i];
+    if (in_str) {
+      if (c == '\\') i++;
+      else if (c == '"') in_str = 0;
+    } else if (c == '"') in_str = 1;
+    else if (c == '{' || c == '[') depth++;
+    else if (c == '}' || c == ']') CHECKF(--depth >= 0, "JSON brackets unbalanced at %zu", i);
+  }
+  CHECKF(depth == 0 && !in_str, "JSON brackets or quotes unbalanced");
+  /* truncation: NUL-terminated within len, same return value */
+  char small[16];
+  memset(small, 'x', sizeof small);
+  CHECK_EQ(L.stats_json(small, sizeof small), need);
+  CHECK_EQ(strlen(small), sizeof small - 1);
+
+  /* locus_stats_print writes a table to the descriptor */
+  FILE *tmp = tmpfile();
+  CHECK(tmp != NULL);
+  L.stats_print(fileno(tmp));
+  CHECKF(lseek(fileno(tmp), 0, SEEK_END) > 0, "locus_stats_print wrote nothing");
+  fclose(tmp);
+
+  /* purge returns, and the heap works afterwards */
+  for (int i = 0; i < N; i++) v[i] = checked_malloc((size_t)(i % 50) * 1000 + 1);
+  for (int i = 0; i < N; i++) free(v[i]);
+  (void)L.purge();
+  (void)L.purge();
+  for (int i = 0; i < N; i++) {
+    v[i] = checked_malloc((size_t)(i % 50) * 1000 + 1);
+    memset(v[i], 1, (size_t)(i % 50) * 1000 + 1);
+  }
+  CHECK_EQ(L.check_heap(), 0);
+  for (int i = 0; i < N; i++) free(v[i]);
+  CHECK_EQ(L.check_heap(), 0);
+}
+
+static const test_section_t sections[] = {
+    {"alignment_sizes", t_alignment_sizes},
+    {"malloc_zero", t_malloc_zero},
+    {"calloc_reuse", t_calloc_reuse},
+    {"realloc_content", t_realloc_content},
+    {"realloc_edge", t_realloc_edge},
+    {"overflow_enomem", t_overflow},
+    {"posix_memalign", t_posix_memalign},
+    {"aligned_alloc_memalign", t_aligned_alloc_memalign},
+    {"align_not_pow2", t_align_not_pow2},
+    {"valloc_pvalloc", t_valloc_pvalloc},
+    {"usable_size", t_usable_size},
+    {"free_errno", t_free_errno},
+    {"cfree", t_cfree},
+    {"one_heap_surface", t_one_heap_surface},
+    {"libc_aliases", t_libc_aliases},
+    {"mallinfo2", t_mallinfo2},
+    {"introspection", t_introspection},
+    {"locus_api", t_locus_api},
+};
+
+int main(int argc, char **argv) {
+  page = (size_t)sysconf(_SC_PAGESIZE);
+  have_locus = locus_api_require(&L);
+  test_note("conformance_api: %s, quantum %zu\n",
+            have_locus ? L.variant() : "no Locus library (system or peer allocator)",
+            test_quantum());
+  return test_run_sections(argc, argv, sections, sizeof sections / sizeof *sections);
+}
