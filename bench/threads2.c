@@ -18,7 +18,6 @@
 #include "bench_util.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 
 enum {
@@ -27,7 +26,7 @@ enum {
   MAX_THREADS = 64,
   XFREE_EVERY = 4,                /* one object sent to the next thread per this many ops */
   BATCH = 64,                     /* objects per queue message */
-  MAX_PENDING = 64,               /* batches a queue may hold before its producer waits */
+  MAX_PENDING = 256,              /* batches a queue may hold before its producer waits */
 };
 
 typedef struct {
@@ -42,9 +41,12 @@ typedef struct batch {
   slot item[BATCH];
 } batch;
 
-/* A thread's inbox. Invariant: pending == length of the list head..tail, under lock. */
+/* A thread's inbox. Invariant: pending == length of the list head..tail, under lock.
+ * `changed` is broadcast (under lock) whenever the list grows or is emptied, and when a
+ * producer finishes, so a waiter re-checks its condition without a lost wakeup. */
 typedef struct {
   pthread_mutex_t lock;
+  pthread_cond_t changed;
   batch *head, *tail;
   int pending;
   char pad[64];                   /* keep inboxes on separate cache lines */
@@ -70,7 +72,10 @@ static uint64_t drain(worker *w) {
   pthread_mutex_lock(&in->lock);
   batch *b = in->head;
   in->head = in->tail = NULL;
-  in->pending = 0;
+  if (in->pending != 0) {
+    in->pending = 0;
+    pthread_cond_broadcast(&in->changed);         /* a producer may wait for room */
+  }
   pthread_mutex_unlock(&in->lock);
   uint64_t n = 0;
   while (b != NULL) {
@@ -89,23 +94,54 @@ static uint64_t drain(worker *w) {
   return n;
 }
 
-/* Queues a full batch for the next thread; waits (draining its own inbox) while that queue is
- * over MAX_PENDING, so memory in flight stays bounded whichever thread runs ahead. */
+/* Queues a full batch for the next thread. While that queue holds MAX_PENDING batches the
+ * producer blocks, so memory in flight stays bounded whichever thread runs ahead. It drains
+ * its own inbox first: in a ring every thread is some thread's consumer, and a thread that
+ * blocks with a full inbox could block the whole ring. */
 static void send(worker *w, batch *b) {
   inbox *to = &inboxes[(w->id + 1) % nthreads];
   b->next = NULL;
-  for (;;) {
-    pthread_mutex_lock(&to->lock);
-    if (to->pending < MAX_PENDING) {
-      if (to->tail != NULL) to->tail->next = b; else to->head = b;
-      to->tail = b;
-      to->pending++;
-      pthread_mutex_unlock(&to->lock);
-      return;
-    }
+  pthread_mutex_lock(&to->lock);
+  while (to->pending >= MAX_PENDING) {
     pthread_mutex_unlock(&to->lock);
-    if (drain(w) == 0) sched_yield();
+    drain(w);
+    pthread_mutex_lock(&to->lock);
+    if (to->pending >= MAX_PENDING && to != &inboxes[w->id])
+      pthread_cond_wait(&to->changed, &to->lock);
   }
+  if (to->tail != NULL) to->tail->next = b; else to->head = b;
+  to->tail = b;
+  to->pending++;
+  pthread_cond_broadcast(&to->changed);
+  pthread_mutex_unlock(&to->lock);
+}
+
+/* Called once by each thread when it has sent its last batch; wakes every waiting consumer. */
+static void producer_finished(void) {
+  atomic_fetch_add_explicit(&producers_done, 1, memory_order_release);
+  for (int i = 0; i < nthreads; i++) {
+    pthread_mutex_lock(&inboxes[i].lock);
+    pthread_cond_broadcast(&inboxes[i].changed);
+    pthread_mutex_unlock(&inboxes[i].lock);
+  }
+}
+
+/* After its own work: free what arrives until every producer has finished and the inbox is
+ * empty. Every send happens before its sender's producer_finished, so once all have counted
+ * in, one more drain empties this inbox for good. */
+static void drain_until_done(worker *w) {
+  inbox *in = &inboxes[w->id];
+  for (;;) {
+    drain(w);
+    pthread_mutex_lock(&in->lock);
+    while (in->pending == 0 &&
+           atomic_load_explicit(&producers_done, memory_order_acquire) < nthreads)
+      pthread_cond_wait(&in->changed, &in->lock);
+    int all_done = atomic_load_explicit(&producers_done, memory_order_acquire) == nthreads;
+    pthread_mutex_unlock(&in->lock);
+    if (all_done) break;
+  }
+  drain(w);
 }
 
 static void *run(void *arg) {
@@ -155,12 +191,8 @@ static void *run(void *arg) {
   if (out != NULL) send(w, out);
 
   if (xfree_mode) {
-    /* Every send happened before its sender's increment, so once all have counted in, one
-     * more drain empties this inbox for good. */
-    atomic_fetch_add_explicit(&producers_done, 1, memory_order_release);
-    while (atomic_load_explicit(&producers_done, memory_order_acquire) < nthreads)
-      if (drain(w) == 0) sched_yield();
-    drain(w);
+    producer_finished();
+    drain_until_done(w);
   }
 
   for (uint32_t i = 0; i < SLOTS; i++) {
@@ -205,6 +237,7 @@ int main(int argc, char **argv) {
   worker *workers = bench_malloc(sizeof(worker) * (size_t)nthreads);
   for (int i = 0; i < nthreads; i++) {
     pthread_mutex_init(&inboxes[i].lock, NULL);
+    pthread_cond_init(&inboxes[i].changed, NULL);
     workers[i] = (worker){.id = i, .ops = (uint64_t)scale * OPS_PER_SCALE};
   }
   for (int i = 0; i < nthreads; i++)

@@ -1,1 +1,388 @@
-int main(void){return 0;}
+/* stress_fork.c — fork in a threaded program leaves a usable heap and never hangs.
+ *
+ * Three parts (SPEC §1, "fork"):
+ *   alloc    fork 200 times while two threads allocate in a loop; each child allocates and
+ *            frees a lot (sometimes from a new thread of its own) and exits 0.
+ *   stdio    fork 100 times while two threads write with fprintf, call fflush(NULL) and read
+ *            back with getline (allocator and stdio locks taken in both orders); each child
+ *            calls fflush(NULL) and malloc.
+ *   signal   fork from a SIGUSR1 handler (sent by a helper thread with pthread_kill, 100 times)
+ *            while two other threads allocate; each child calls malloc/free and _exit(0).
+ *            jemalloc and tcmalloc are known to hang here.
+ * A child that does not finish within 10 s is a hang; an alarm per part is the watchdog for
+ * the parent itself (a parent stuck in fork). Either kills every child and fails.
+ *
+ *   stress_fork [part...]   default: all parts
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define MAX_CHILDREN 1024
+#define WATCHDOG_S 45
+#define CHILD_TIMEOUT_S 10.0
+
+static volatile sig_atomic_t child_pids[MAX_CHILDREN]; /* children not yet reaped */
+static atomic_int nchildren;
+static const char *volatile current_part = "?";
+static atomic_int stop_threads;
+
+/* ---- watchdog ----------------------------------------------------------------------------- */
+
+static void kill_children(void) {
+  int n = atomic_load(&nchildren);
+  for (int i = 0; i < n && i < MAX_CHILDREN; i++)
+    if (child_pids[i] > 0) kill((pid_t)child_pids[i], SIGKILL);
+}
+
+static void watchdog(int sig) {
+  (void)sig;
+  const char *part = current_part;
+  char msg[160];
+  int n = snprintf(msg, sizeof msg,
+                   "FAIL stress_fork: part '%s' hung (no progress for %d s); killing children\n",
+                   part, WATCHDOG_S);
+  if (n > 0 && write(2, msg, (size_t)n) < 0) {}
+  kill_children();
+  _exit(1);
+}
+
+static int record_child(pid_t pid) {
+  int i = atomic_fetch_add(&nchildren, 1);
+  if (i < MAX_CHILDREN) child_pids[i] = pid;
+  return i;
+}
+
+/* Waits for child i; fails the test if it hangs or does not exit with status 0. */
+static void reap(int i) {
+  pid_t pid = (pid_t)child_pids[i];
+  if (pid <= 0) return;
+  double deadline = test_now() + CHILD_TIMEOUT_S;
+  useconds_t pause = 50;
+  int st = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &st, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) CHECKF(0, "waitpid(%d): %s", (int)pid, strerror(errno));
+    if (test_now() > deadline) {
+      kill_children();
+      CHECKF(0, "part '%s': child %d hung (not finished after %.0f s)", current_part, (int)pid,
+             CHILD_TIMEOUT_S);
+    }
+    usleep(pause);
+    if (pause < 1000) pause *= 2;
+  }
+  child_pids[i] = 0;
+  if (WIFSIGNALED(st))
+    CHECKF(0, "part '%s': child %d killed by signal %d (%s)", current_part, (int)pid,
+           WTERMSIG(st), strsignal(WTERMSIG(st)));
+  CHECKF(WEXITSTATUS(st) == 0, "part '%s': child %d exited with status %d", current_part,
+         (int)pid, WEXITSTATUS(st));
+}
+
+static void part_begin(const char *name) {
+  current_part = name;
+  atomic_store(&nchildren, 0);
+  atomic_store(&stop_threads, 0);
+  alarm(WATCHDOG_S);
+}
+
+/* ---- allocating threads ------------------------------------------------------------------- */
+
+static void *allocator_thread(void *arg) {
+  test_rng_t r = {(uintptr_t)arg * 7 + 3};
+  enum { N = 256 };
+  unsigned char *slot[N] = {0};
+  size_t size[N] = {0};
+  /* SIGUSR1 is for the main thread only (part "signal") */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  while (!atomic_load_explicit(&stop_threads, memory_order_relaxed)) {
+    int i = (int)rng_below(&r, N);
+    if (slot[i]) {
+      CHECK(slot[i][0] == (unsigned char)size[i] && slot[i][size[i] - 1] == (unsigned char)i);
+      if (rng_below(&r, 4) == 0) {
+        size_t ns = 2 + rng_below(&r, 70000);
+        slot[i] = realloc(slot[i], ns);
+        CHECK(slot[i] != NULL);
+        size[i] = ns;
+        slot[i][0] = (unsigned char)ns;
+        slot[i][ns - 1] = (unsigned char)i;
+        continue;
+      }
+      free(slot[i]);
+      slot[i] = NULL;
+    } else {
+      uint64_t c = rng_below(&r, 1000);
+      /* at least 2 bytes: the first and last byte carry different marks */
+      size[i] = c < 900 ? 2 + rng_below(&r, 512) : c < 995 ? 2 + rng_below(&r, 65536)
+                                                   : 2 + rng_below(&r, 2 << 20);
+      slot[i] = malloc(size[i]);
+      CHECK(slot[i] != NULL);
+      slot[i][0] = (unsigned char)size[i];
+      slot[i][size[i] - 1] = (unsigned char)i;
+    }
+  }
+  for (int i = 0; i < N; i++) free(slot[i]);
+  return NULL;
+}
+
+static void start_threads(pthread_t *th, int n, void *(*fn)(void *)) {
+  atomic_store(&stop_threads, 0);
+  for (int i = 0; i < n; i++)
+    CHECK(pthread_create(&th[i], NULL, fn, (void *)(uintptr_t)(i + 1)) == 0);
+}
+
+static void stop(pthread_t *th, int n) {
+  atomic_store(&stop_threads, 1);
+  for (int i = 0; i < n; i++) CHECK(pthread_join(th[i], NULL) == 0);
+}
+
+/* ---- what children do ---------------------------------------------------------------------- */
+
+/* Allocation work in a child: every category, content checked. Returns normally or exits 1. */
+static void child_work(uint64_t seed, int ops) {
+  test_rng_t r = {seed};
+  enum { N = 64 };
+  void *p[N] = {0};
+  size_t sz[N] = {0};
+  for (int k = 0; k < ops; k++) {
+    int i = (int)rng_below(&r, N);
+    if (p[i]) {
+      CHECK_PATTERN(p[i], sz[i], (uint64_t)i + seed);
+      free(p[i]);
+      p[i] = NULL;
+    } else {
+      uint64_t c = rng_below(&r, 100);
+      sz[i] = c < 80 ? rng_below(&r, 600) : c < 99 ? rng_below(&r, 40000) : rng_below(&r, 1 << 20);
+      p[i] = c & 1 ? calloc(1, sz[i]) : malloc(sz[i]);
+      CHECK(p[i] != NULL);
+      pattern_fill(p[i], sz[i], (uint64_t)i + seed);
+    }
+  }
+  for (int i = 0; i < N; i++) free(p[i]);
+}
+
+static void *child_thread(void *arg) {
+  child_work((uintptr_t)arg, 300);
+  return NULL;
+}
+
+/* ---- part alloc ------------------------------------------------------------------------------ */
+
+static void part_alloc(void) {
+  part_begin("alloc");
+  pthread_t th[2];
+  start_threads(th, 2, allocator_thread);
+  for (int k = 0; k < 200; k++) {
+    pid_t pid = fork();
+    CHECKF(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+      child_work((uint64_t)k, 500);
+      if (k % 10 == 0) {
+        /* a new thread in the child gets a working heap too */
+        pthread_t t;
+        if (pthread_create(&t, NULL, child_thread, (void *)(uintptr_t)k) != 0) _exit(2);
+        pthread_join(t, NULL);
+      }
+      if (k % 2) exit(0); /* through exit handlers and stdio teardown */
+      _exit(0);
+    }
+    reap(record_child(pid));
+  }
+  stop(th, 2);
+  test_note("ok   alloc: 200 forks while 2 threads allocate\n");
+}
+
+/* ---- part stdio ------------------------------------------------------------------------------ */
+
+static void *stdio_thread(void *arg) {
+  uintptr_t id = (uintptr_t)arg;
+  FILE *f = tmpfile();
+  CHECK(f != NULL);
+  char *line = NULL;
+  size_t cap = 0;
+  long rounds = 0;
+  while (!atomic_load_explicit(&stop_threads, memory_order_relaxed)) {
+    for (int i = 0; i < 50; i++)
+      fprintf(f, "thread %lu round %ld line %d %0*d\n", (unsigned long)id, rounds, i,
+              (int)(i * 7 % 300), 0);
+    fflush(NULL);
+    rewind(f);
+    int lines = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+      CHECK(line[n - 1] == '\n');
+      lines++;
+    }
+    CHECK(lines > 0);
+    if (++rounds % 20 == 0) {
+      /* start over so the file stays small; getline's buffer is reallocated from scratch */
+      fclose(f);
+      f = tmpfile();
+      CHECK(f != NULL);
+      free(line);
+      line = NULL;
+      cap = 0;
+    } else {
+      fseek(f, 0, SEEK_END);
+    }
+  }
+  free(line);
+  fclose(f);
+  return NULL;
+}
+
+static void part_stdio(void) {
+  part_begin("stdio");
+  pthread_t th[3];
+  start_threads(th, 2, stdio_thread);
+  CHECK(pthread_create(&th[2], NULL, allocator_thread, (void *)(uintptr_t)9) == 0);
+  for (int k = 0; k < 100; k++) {
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECKF(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+      fflush(NULL);
+      child_work((uint64_t)k + 1000, 200);
+      char *s = NULL;
+      if (asprintf(&s, "child %d", k) < 0) _exit(2);
+      free(s);
+      fflush(NULL);
+      _exit(0);
+    }
+    reap(record_child(pid));
+  }
+  stop(th, 3);
+  test_note("ok   stdio: 100 forks during fprintf/fflush(NULL)/getline in other threads\n");
+}
+
+/* ---- part signal ----------------------------------------------------------------------------- */
+
+static atomic_int forks_in_handler, fork_failures;
+
+static void usr1_handler(int sig) {
+  (void)sig;
+  int saved = errno;
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* the child: one thread, whose parent was interrupted in a handler while other threads
+     * were (possibly) inside malloc */
+    for (int i = 0; i < 200; i++) {
+      size_t n = (size_t)(i * 37 % 5000) + (i % 50 == 0 ? 300000 : 0);
+      char *p = malloc(n);
+      if (!p) _exit(2);
+      memset(p, i, n);
+      free(p);
+    }
+    _exit(0);
+  }
+  if (pid > 0) {
+    record_child(pid);
+    forks_in_handler++;
+  } else {
+    fork_failures++;
+  }
+  errno = saved;
+}
+
+static atomic_int signaler_done;
+
+static void *signaler(void *arg) {
+  pthread_t target = *(pthread_t *)arg;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  for (int k = 0; k < 100; k++) {
+    pthread_kill(target, SIGUSR1);
+    struct timespec ts = {0, 3 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  atomic_store(&signaler_done, 1);
+  return NULL;
+}
+
+static void part_signal(void) {
+  part_begin("signal");
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = usr1_handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+  pthread_t th[2], sig;
+  start_threads(th, 2, allocator_thread);
+  pthread_t self = pthread_self();
+  atomic_store(&signaler_done, 0);
+  CHECK(pthread_create(&sig, NULL, signaler, &self) == 0);
+  /* the main thread only sleeps (and reaps) while the handler runs in it: it is never inside
+   * malloc when interrupted, so fork-in-handler is legitimate here */
+  int reaped = 0;
+  while (!atomic_load(&signaler_done)) {
+    struct timespec ts = {0, 1000 * 1000};
+    nanosleep(&ts, NULL);
+    int st;
+    pid_t w;
+    while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+      int n = atomic_load(&nchildren);
+      for (int i = 0; i < n && i < MAX_CHILDREN; i++)
+        if (child_pids[i] == w) child_pids[i] = 0;
+      CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+             "part 'signal': child %d ended with status 0x%x", (int)w, st);
+      reaped++;
+    }
+  }
+  CHECK(pthread_join(sig, NULL) == 0);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  stop(th, 2);
+  int n = atomic_load(&nchildren);
+  for (int i = 0; i < n && i < MAX_CHILDREN; i++) reap(i);
+  CHECKF(fork_failures == 0, "%d forks in the handler failed", (int)fork_failures);
+  CHECKF(forks_in_handler >= 10, "only %d signals were handled", (int)forks_in_handler);
+  test_note("ok   signal: %d forks from a signal handler while 2 threads allocate\n",
+            (int)forks_in_handler);
+}
+
+int main(int argc, char **argv) {
+  locus_api_t api;
+  int have_locus = locus_api_require(&api);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = watchdog;
+  sigemptyset(&sa.sa_mask);
+  CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+  struct { const char *name; void (*fn)(void); } parts[] = {
+      {"alloc", part_alloc}, {"stdio", part_stdio}, {"signal", part_signal}};
+  double t0 = test_now();
+  int ran = 0;
+  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+    int wanted = argc < 2;
+    for (int a = 1; a < argc; a++)
+      if (!strcmp(argv[a], parts[i].name)) wanted = 1;
+    if (!wanted) continue;
+    parts[i].fn();
+    ran++;
+  }
+  alarm(0);
+  CHECKF(ran > 0, "no such part (alloc, stdio, signal)");
+  if (have_locus) CHECK_EQ(api.check_heap(), 0);
+  test_note("stress_fork: %d parts in %.2f s\n", ran, test_now() - t0);
+  return 0;
+}

@@ -704,6 +704,14 @@ typedef void (*delete_fn)();
 static void clear_busy(bool *unused) { (void)unused; ts.busy = false; }
 #define BUSY_SCOPE bool busy_scope __attribute__((cleanup(clear_busy))) = (ts.busy = true)
 
+/* A `new` that throws leaves through the cleanup without having recorded: record it as a
+ * failed allocation there. */
+struct new_scope { uint32_t site; uint8_t op, aux; bool done; uint64_t size; };
+static void end_new_scope(struct new_scope *s) {
+  if (!s->done) emit(take_seq(), s->op, s->aux, NULL, s->size, s->site);
+  ts.busy = false;
+}
+
 static void *next_symbol(const char *name) {
   void *f = dlsym(RTLD_NEXT, name);
   if (!f) abort(); /* only C++ code calls these, and it links libstdc++ */
@@ -716,11 +724,12 @@ static void *next_symbol(const char *name) {
     new_fn f = atomic_load_explicit(&next, memory_order_relaxed);                            \
     if (unlikely(!f)) atomic_store(&next, f = (new_fn)next_symbol(#sym));                    \
     if (!ready() || !recording()) return ((void *(*)params)f) args;                          \
-    uint32_t site = RA();                                                                    \
-    BUSY_SCOPE;                                                                              \
+    struct new_scope scope __attribute__((cleanup(end_new_scope))) =                         \
+        {RA(), op, log2_align(align), false, size};                                          \
+    ts.busy = true;                                                                          \
     void *p = ((void *(*)params)f) args;                                                     \
-    emit(take_seq(), op, log2_align(align), p, size, site);                                  \
-    (void)busy_scope;                                                                        \
+    emit(take_seq(), op, scope.aux, p, size, scope.site);                                    \
+    scope.done = true;                                                                       \
     return p;                                                                                \
   }
 

@@ -34,3 +34,28 @@ static inline int bitmap2_find_from(const bitmap2_t *b, unsigned i) {
 }
 
 #endif
+
+/* ---- chunk bitmaps (1 = free chunk) -----------------------------------------------------------
+ * The two searches the PHK designs compare, shared by every design that keeps bitmaps.
+ * Each reports how many bitmap words it inspected, for the statistics. */
+
+/* PHKmalloc's software search: the first word with a free chunk, then the bit. Cost grows with
+ * the number of words before the first free chunk. Returns the chunk index or -1. */
+static inline int bits_find_linear(const uint64_t *w, unsigned nwords, unsigned *inspected) {
+  for (unsigned i = 0; i < nwords; i++) {
+    if (w[i]) { *inspected = i + 1; return (int)(i * 64 + (unsigned)__builtin_ctzll(w[i])); }
+  }
+  *inspected = nwords;
+  return -1;
+}
+
+/* The hybrid allocator's search in software: a summary word has bit i set iff word i has a
+ * free chunk (the OR-tree's answer per word); the first set summary bit, then the first set
+ * bit of that word (the AND-tree's priority encoder), is the first free chunk. Two words
+ * inspected whatever the page holds (up to 64 words = 4096 chunks). */
+static inline int bits_find_summary(uint64_t summary, const uint64_t *w, unsigned *inspected) {
+  if (!summary) { *inspected = 1; return -1; }
+  unsigned i = (unsigned)__builtin_ctzll(summary);
+  *inspected = 2;
+  return (int)(i * 64 + (unsigned)__builtin_ctzll(w[i]));
+}

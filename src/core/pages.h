@@ -14,6 +14,7 @@
  *  - A free run is in exactly one bin; it is in the dirty list iff FLAG_DIRTY (its pages may
  *    hold data and count in RSS). Clean free runs read as zero.
  *  - pages.dirty_pages is the sum of npages over dirty runs.
+ *  - First-fit builds (LOCUS_PAGES_FIRST_FIT): every free run is in bins[0], sorted by address.
  */
 #ifndef LOCUS_PAGES_H
 #define LOCUS_PAGES_H
@@ -51,7 +52,7 @@ struct desc {
   uint8_t kind;        /* enum desc_kind, or a design kind */
   uint16_t flags;      /* enum desc_flags */
   uint8_t marker_off;  /* design blocks: offset of the double-free marker word */
-  uint8_t spare8;
+  uint8_t aux8;        /* design-specific (vam: header bytes or bitmap words of a block) */
   uint32_t aux;        /* design-specific (vam: ceil(2^32 / obj_size) for free's check) */
 };
 
@@ -68,6 +69,15 @@ struct segment {
 };
 
 static uint64_t segment_cookie;      /* random, from the kernel's AT_RANDOM bytes */
+
+/* Free-run policy. Default (vam): size-binned best fit, each bin LIFO. LOCUS_PAGES_FIRST_FIT=1
+ * (phk): one list of every free run sorted by address, and pages_alloc takes the first run that
+ * fits, i.e. PHKmalloc's address-ordered first fit. Insertion walks the list (as PHKmalloc's
+ * does); the default build compiles exactly as without the knob. */
+#ifndef LOCUS_PAGES_FIRST_FIT
+#define LOCUS_PAGES_FIRST_FIT 0
+#endif
+static const bool cfg_pages_first_fit = LOCUS_PAGES_FIRST_FIT;
 
 #define RUN_BINS 128
 typedef struct pages {
@@ -107,15 +117,21 @@ static uint64_t now_ms(void) {
 /* ---- bins -------------------------------------------------------------------------------- */
 
 static inline unsigned run_bin(size_t n) {
+  if (cfg_pages_first_fit) return 0;
   return n <= 64 ? (unsigned)(n - 1) : 64 + log2_floor(n) - 6;
 }
 
+/* Descriptors lie in their segment's header in page order, so comparing descriptor addresses
+ * compares run addresses. */
 static void bin_insert(pages_t *pm, desc_t *r) {
   unsigned b = run_bin(r->npages);
-  r->prev = NULL;
-  r->next = pm->bins[b];
+  desc_t *below = NULL;          /* first fit: the last run at a lower address */
+  if (cfg_pages_first_fit)
+    for (desc_t *c = pm->bins[b]; c && c < r; c = c->next) below = c;
+  r->prev = below;
+  r->next = below ? below->next : pm->bins[b];
   if (r->next) r->next->prev = r;
-  pm->bins[b] = r;
+  if (below) below->next = r; else pm->bins[b] = r;
   bitmap2_set(&pm->binmap, b);
 }
 

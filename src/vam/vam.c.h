@@ -31,23 +31,42 @@ static void list_unlink(desc_t **head, desc_t *b, desc_t *empty) {
 static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_marker_cookie; }
 #define REMOTE_MARK 1u   /* a remote free's marker differs in bit 0 from a local free's */
 
-static desc_t *vam_block_new(heap_t *h, unsigned cls) {
+/* Slot size of a class: the object plus, in vam-header, its header. */
+static inline size_t vam_slot_size(unsigned cls) {
   size_t size = vam_classes.size[cls];
-  size_t npages = size < VAM_SMALL_LIMIT ? VAM_SMALL_PAGES : VAM_MEDIUM_PAGES;
+  if (cfg_small_headers && size < VAM_SMALL_LIMIT) size = align_up(size + SMALL_HEADER, QUANTUM);
+  return size;
+}
+
+static desc_t *vam_block_new(heap_t *h, unsigned cls) {
+  size_t size = vam_slot_size(cls);
+  size_t npages = vam_classes.size[cls] < VAM_SMALL_LIMIT ? VAM_SMALL_PAGES : VAM_MEDIUM_PAGES;
   bool clean;
   desc_t *b = pages_alloc(h, npages, 1, &clean);
   if (!b) return NULL;
   char *start = desc_start(b);
+  size_t bytes = desc_bytes(b), cap = bytes / size;
   b->kind = KIND_VAM_BLOCK;
   b->cls = (uint8_t)cls;
   b->obj_size = (uint32_t)size;
-  b->aux = vam_classes.recip[cls];
+  b->aux = (uint32_t)(((1ull << RECIP_SHIFT) + size - 1) / size);
   b->used = 0;
-  b->marker_off = size >= 2 * sizeof(void *) ? sizeof(void *) : 0;
+  b->aux8 = cfg_small_headers && size != vam_classes.size[cls] ? SMALL_HEADER : 0;
+  /* The double-free marker lives in the word after the free-list link, if the slot has one. */
+  b->marker_off = size - b->aux8 >= 2 * sizeof(void *) || b->aux8 ? b->aux8 + sizeof(void *) : 0;
   b->flags = clean ? FLAG_CLEAN : 0;
   b->u.blk.free = NULL;
   b->u.blk.bump = start;
-  b->u.blk.end = start + (desc_bytes(b) / size) * size;
+  if (cfg_block_bitmap) {
+    /* Slots from the start, the bitmap (1 = free slot) in the block's last words. */
+    while (cap * size + ((cap + 63) / 64) * 8 > bytes) cap--;
+    size_t words = (cap + 63) / 64;
+    uint64_t *bits = (uint64_t *)(start + bytes - words * 8);
+    for (size_t i = 0; i < words; i++) bits[i] = i + 1 < words || cap % 64 == 0 ? ~0ull : (1ull << (cap % 64)) - 1;
+    b->aux8 = (uint8_t)words;
+    b->u.blk.free = bits;
+  }
+  b->u.blk.end = start + cap * size;
   list_push(&h->d.avail[cls], b, &vam_none);
   h->stats.blocks_in_use++;
   return b;
@@ -58,6 +77,13 @@ static inline size_t vam_capacity(const desc_t *b) {
 }
 
 static void *vam_alloc(heap_t *h, size_t size, bool zero);
+
+static inline size_t vam_bitmap_words(const desc_t *b) { return b->aux8; }
+
+static inline bool vam_has_room(const desc_t *b) {
+  if (cfg_block_bitmap) return b->used < vam_capacity(b);
+  return b->u.blk.bump < b->u.blk.end || b->u.blk.free;
+}
 
 /* The head block of this class has no room: retire exhausted blocks to the (implicit) full
  * list, take the next available block or make a new one, and allocate from it. */
@@ -75,7 +101,7 @@ static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, bool zero) {
       if (!(b = vam_block_new(h, cls))) return NULL;
       break;
     }
-    if (b->u.blk.bump < b->u.blk.end || b->u.blk.free) break;
+    if (vam_has_room(b)) break;
     h->d.avail[cls] = b->next ? b->next : &vam_none;
     if (b->next) b->next->prev = NULL;
     b->flags |= FLAG_FULL;
@@ -249,17 +275,33 @@ static bool vam_resize_large(heap_t *h, desc_t *r, void *p, size_t size) {
 
 /* ---- the design contract ----------------------------------------------------------------- */
 
+/* vam-bitmap: the first free slot by PHKmalloc's linear search, or NULL. */
+static inline char *vam_bitmap_take(heap_t *h, desc_t *b) {
+  unsigned inspected;
+  uint64_t *bits = b->u.blk.free;
+  int i = bits_find_linear(bits, vam_bitmap_words(b), &inspected);
+  h->stats.searches++;
+  h->stats.search_words += inspected;
+  if (inspected > h->stats.search_words_max) h->stats.search_words_max = inspected;
+  if (i < 0) return NULL;
+  bits[i >> 6] &= ~(1ull << (i & 63));
+  return desc_start(b) + (size_t)i * b->obj_size;
+}
+
 static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
   if (likely(size <= VAM_MEDIUM_MAX)) {
     desc_t *b = h->d.avail[sizeclass_of(&vam_classes, size)];
-    char *p = b->u.blk.bump;
-    if (likely(p < b->u.blk.end)) {
+    char *p;
+    if (cfg_block_bitmap) {
+      if (b == &vam_none || !(p = vam_bitmap_take(h, b))) return vam_alloc_slow(h, size, zero);
+      if (zero) memset(p, 0, b->obj_size);
+    } else if (likely((p = b->u.blk.bump) < b->u.blk.end)) {
       b->u.blk.bump = p + b->obj_size;
-      *(void **)(p + b->marker_off) = NULL;
+      if (b->marker_off) *(void **)(p + b->marker_off) = NULL;
       if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, b->obj_size);
     } else if (likely((p = b->u.blk.free) != NULL)) {
       b->u.blk.free = *(void **)p;
-      *(void **)(p + b->marker_off) = NULL;
+      if (b->marker_off) *(void **)(p + b->marker_off) = NULL;
       if (zero) memset(p, 0, b->obj_size);
     } else {
       return vam_alloc_slow(h, size, zero);
@@ -267,6 +309,10 @@ static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
     b->used++;
     h->stats.malloc_calls++;
     h->stats.bytes_allocated += b->obj_size;
+    if (cfg_small_headers && b->aux8) {
+      *(uint64_t *)p = vam_classes.size[b->cls];   /* the header: the object's size */
+      p += b->aux8;
+    }
     return p;
   }
   if (size <= VAM_LARGE_MAX) return vam_alloc_large(h, size, zero);
@@ -281,7 +327,8 @@ static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
 static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zero) {
   if (align <= os_page_size && size <= VAM_MEDIUM_MAX) {
     for (unsigned c = sizeclass_of(&vam_classes, size ? size : 1); c < vam_classes.count; c++)
-      if (vam_classes.size[c] % align == 0) return vam_alloc(h, vam_classes.size[c], zero);
+      if (vam_slot_size(c) == vam_classes.size[c] && vam_classes.size[c] % align == 0)
+        return vam_alloc(h, vam_classes.size[c], zero);
   }
   if (align <= os_page_size / 4 && size + align + CHUNK_HEADER <= VAM_LARGE_MAX) {
     char *raw = vam_alloc_large(h, size + align + CHUNK_HEADER, zero);
@@ -297,14 +344,22 @@ static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zer
 static void vam_block_empty(heap_t *h, desc_t *b);
 
 static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, const char *call) {
-  size_t off = (size_t)((char *)p - desc_start(b));
-  if (unlikely(divide_exact(off, b->obj_size, b->aux) < 0 || (char *)p >= b->u.blk.bump))
-    locus_fatal(call, "invalid pointer", p);
-  uintptr_t *w = p;
-  if (b->marker_off ? w[1] == free_marker(p) : p == b->u.blk.free) locus_fatal(call, "double free", p);
-  w[0] = (uintptr_t)b->u.blk.free;
-  if (b->marker_off) w[1] = free_marker(p);
-  b->u.blk.free = p;
+  char *slot = cfg_small_headers ? (char *)p - b->aux8 : p;
+  long index = divide_exact((size_t)(slot - desc_start(b)), b->obj_size, b->aux);
+  if (cfg_block_bitmap) {
+    if (unlikely(index < 0 || slot >= b->u.blk.end)) locus_fatal(call, "invalid pointer", p);
+    uint64_t *word = (uint64_t *)b->u.blk.free + (index >> 6), bit = 1ull << (index & 63);
+    if (*word & bit) locus_fatal(call, "double free", p);
+    *word |= bit;
+  } else {
+    if (unlikely(index < 0 || slot >= b->u.blk.bump)) locus_fatal(call, "invalid pointer", p);
+    uintptr_t *link = (uintptr_t *)slot, *mark = (uintptr_t *)(slot + b->marker_off);
+    if (b->marker_off ? *mark == free_marker(slot) : slot == b->u.blk.free) locus_fatal(call, "double free", p);
+    if (cfg_small_headers && b->aux8 && *link != vam_classes.size[b->cls]) locus_fatal(call, "invalid pointer", p);
+    *link = (uintptr_t)b->u.blk.free;
+    if (b->marker_off) *mark = free_marker(slot);
+    b->u.blk.free = slot;
+  }
   h->stats.free_calls++;
   h->stats.bytes_allocated -= b->obj_size;
   if (unlikely(b->flags & FLAG_FULL)) {           /* full -> front of the available list */
@@ -323,8 +378,10 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, const ch
 static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
   unsigned cls = b->cls;
   if (opt.discard != DISCARD_IMMEDIATE && h->d.avail[cls] == b && !b->next) {
-    b->u.blk.bump = desc_start(b);
-    b->u.blk.free = NULL;
+    if (!cfg_block_bitmap) {
+      b->u.blk.bump = desc_start(b);
+      b->u.blk.free = NULL;
+    }
     b->flags &= (uint16_t)~FLAG_CLEAN;
   } else {
     list_unlink(&h->d.avail[cls], b, &vam_none);
@@ -340,14 +397,25 @@ static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char 
   else locus_fatal(call, "invalid pointer", p);
 }
 
+/* The slot index of p in block b, or a fatal error if p is not an object's address. */
+static long vam_slot_index(desc_t *b, const void *p, const char *call) {
+  const char *slot = (const char *)p - (cfg_small_headers ? b->aux8 : 0);
+  long index = divide_exact((size_t)(slot - desc_start(b)), b->obj_size, b->aux);
+  if (index < 0 || slot >= b->u.blk.end) locus_fatal(call, "invalid pointer", p);
+  return index;
+}
+
 static void design_check_remote(desc_t *d, void *p, const char *call) {
   if (d->kind == KIND_VAM_BLOCK) {
-    size_t off = (size_t)((char *)p - desc_start(d));
-    if (sizeclass_index(&vam_classes, d->cls, off) < 0) locus_fatal(call, "invalid pointer", p);
-    if (d->marker_off) {
-      uintptr_t *w = p;
-      if ((w[1] | REMOTE_MARK) == (free_marker(p) | REMOTE_MARK)) locus_fatal(call, "double free", p);
-      w[1] = free_marker(p) ^ REMOTE_MARK;
+    long index = vam_slot_index(d, p, call);
+    if (cfg_block_bitmap) {
+      uint64_t word = __atomic_load_n((uint64_t *)d->u.blk.free + (index >> 6), __ATOMIC_RELAXED);
+      if (word & (1ull << (index & 63))) locus_fatal(call, "double free", p);
+    } else if (d->marker_off) {
+      char *slot = cfg_small_headers ? (char *)p - d->aux8 : p;
+      uintptr_t *mark = (uintptr_t *)(slot + d->marker_off);
+      if ((*mark | REMOTE_MARK) == (free_marker(slot) | REMOTE_MARK)) locus_fatal(call, "double free", p);
+      *mark = free_marker(slot) ^ REMOTE_MARK;
     }
   } else if (d->kind == KIND_VAM_REGION) {
     bool alias;
@@ -359,9 +427,8 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
 
 static size_t design_usable(desc_t *d, const void *p, const char *call) {
   if (d->kind == KIND_VAM_BLOCK) {
-    if (sizeclass_index(&vam_classes, d->cls, (size_t)((char *)p - desc_start(d))) < 0)
-      locus_fatal(call, "invalid pointer", p);
-    return d->obj_size;
+    vam_slot_index(d, p, call);
+    return d->obj_size - (cfg_small_headers ? d->aux8 : 0);
   }
   if (d->kind == KIND_VAM_REGION) {
     bool alias;
@@ -373,7 +440,10 @@ static size_t design_usable(desc_t *d, const void *p, const char *call) {
 
 /* Resizes p in place if the design can; the caller owns h. */
 static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
-  if (d->kind == KIND_VAM_BLOCK) return size <= d->obj_size && size > d->obj_size / 2;
+  if (d->kind == KIND_VAM_BLOCK) {
+    size_t usable = d->obj_size - (cfg_small_headers ? d->aux8 : 0);
+    return size <= usable && size > usable / 2;
+  }
   if (d->kind == KIND_VAM_REGION) return vam_resize_large(h, d, p, size);
   return false;
 }
@@ -410,14 +480,18 @@ static void design_purge(heap_t *h) {
 static size_t vam_check_block(heap_t *h, desc_t *b) {
   size_t bad = 0;
 #define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
-  CHECK(b->kind == KIND_VAM_BLOCK && desc_segment(b)->heap == h && b->obj_size == vam_classes.size[b->cls]);
-  size_t cap = vam_capacity(b), nfree = 0;
-  for (void *f = b->u.blk.free; f && nfree <= cap; f = *(void **)f) {
-    CHECK((char *)f >= desc_start(b) && (char *)f < b->u.blk.bump);
-    CHECK(sizeclass_index(&vam_classes, b->cls, (size_t)((char *)f - desc_start(b))) >= 0);
-    nfree++;
+  CHECK(b->kind == KIND_VAM_BLOCK && desc_segment(b)->heap == h && b->obj_size == vam_slot_size(b->cls));
+  size_t cap = vam_capacity(b), nfree = 0, unbumped = 0;
+  if (cfg_block_bitmap) {
+    for (size_t i = 0; i < vam_bitmap_words(b); i++) nfree += (size_t)__builtin_popcountll(((uint64_t *)b->u.blk.free)[i]);
+  } else {
+    for (void *f = b->u.blk.free; f && nfree <= cap; f = *(void **)f) {
+      CHECK((char *)f >= desc_start(b) && (char *)f < b->u.blk.bump);
+      CHECK(divide_exact((size_t)((char *)f - desc_start(b)), b->obj_size, b->aux) >= 0);
+      nfree++;
+    }
+    unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
   }
-  size_t unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
   CHECK(b->used + nfree + unbumped == cap);
   if (b->flags & FLAG_FULL) CHECK(nfree == 0 && unbumped == 0);
   return bad;

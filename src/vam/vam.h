@@ -39,6 +39,23 @@
 #define VAM_REGION_PAGES  20
 #define VAM_MAX_CLASSES   64
 
+/* Ablation knobs (seed 000, Table 2), each its own library:
+ *   LOCUS_VAM_SMALL_HEADERS  vam-header: a header in front of every small object (< 128 B).
+ *                            It is one quantum (16 B on x86-64, not the paper's 8) so objects
+ *                            stay aligned; it holds the object's size.
+ *   LOCUS_VAM_BITMAP         vam-bitmap: blocks keep a bitmap of free slots (at the block's
+ *                            end) searched linearly, instead of reap allocation.
+ * The q8 variant is LOCUS_QUANTUM=8 (classes 8 B apart as in the paper; weakly aligned). */
+#ifndef LOCUS_VAM_SMALL_HEADERS
+#define LOCUS_VAM_SMALL_HEADERS 0
+#endif
+#ifndef LOCUS_VAM_BITMAP
+#define LOCUS_VAM_BITMAP 0
+#endif
+static const bool cfg_small_headers = LOCUS_VAM_SMALL_HEADERS;
+static const bool cfg_block_bitmap = LOCUS_VAM_BITMAP;
+#define SMALL_HEADER QUANTUM
+
 enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_REGION };
 
 /* ---- large-object chunks ------------------------------------------------------------------ */

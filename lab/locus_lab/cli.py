@@ -1,0 +1,373 @@
+"""The `locus` command line.
+
+  locus compare [options] [-- COMMAND ...]   a program or the default suite, every allocator
+  locus trace [-o FILE] -- COMMAND ...       record every malloc-family call
+  locus trace stats FILE                     statistics of a trace
+  locus report DIR                           re-draw tables, plots and report from saved runs
+  locus list                                 allocators, workloads and tools found
+
+Bad input ends with one line on stderr and status 2; an interrupted run with status 130.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from . import allocators as alloc_mod
+from . import runner, suite, trace
+from .common import LabError, find_paths, human_bytes
+from .compare import CompareOptions, run_compare, run_report
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line."""
+
+    def error(self, message):
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        sys.exit(2)
+
+
+def _positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return v
+
+
+def _positive_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="locus", description="The Locus lab: compare allocators on any program.")
+    p.add_argument("--version", action="version", version=f"locus-lab {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    c = sub.add_parser("compare", help="run a program or the default suite under each allocator",
+                       description="Run COMMAND (after --), or the default suite, under each "
+                       "allocator; report time, memory, fragmentation and cache metrics "
+                       "normalised to glibc.")
+    c.add_argument("--allocators", "-a", metavar="NAME,...",
+                   help="allocators to compare (default: every one found); NAME=LIB.so adds "
+                   "a library of your own")
+    c.add_argument("--workloads", "-w", metavar="NAME,...",
+                   help="workloads of the default suite to run (default: all)")
+    c.add_argument("--repetitions", "-r", type=_positive_int, metavar="N",
+                   help="timed runs per allocator and workload (default 3, --quick 1)")
+    c.add_argument("--quick", action="store_true",
+                   help="tiny inputs and one repetition (for tests)")
+    c.add_argument("--output", "-o", metavar="DIR",
+                   help="results folder (default: locus-results/<date-time>)")
+    c.add_argument("--cache", action="store_true",
+                   help="also one cachegrind run per allocator (instructions, simulated "
+                   "L1/LL misses; slow) and perf stat where hardware counters exist")
+    c.add_argument("--frag", dest="frag", action="store_true", default=True,
+                   help="measure fragmentation: trace each workload once for its peak live "
+                   "bytes (default)")
+    c.add_argument("--no-frag", dest="frag", action="store_false",
+                   help="skip the fragmentation trace")
+    c.add_argument("--baseline", metavar="NAME", help="normalise to this allocator "
+                   "(default glibc)")
+    c.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS",
+                   help="end a run that takes longer (default 600)")
+    c.add_argument("--name", help="workload name for COMMAND (default: the program's name)")
+    c.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
+    c.add_argument("--build-dir", metavar="DIR", help="the build folder (default: build/ in "
+                   "the repository)")
+
+    t = sub.add_parser("trace", help="record every malloc-family call of a program",
+                       description="Record every malloc-family call of COMMAND (after --) "
+                       "into a binary trace (docs/trace-format.md). `locus trace stats FILE` "
+                       "prints its statistics.")
+    t.add_argument("--output", "-o", metavar="FILE", default="locus.trace",
+                   help="trace file (default: locus.trace); child processes write FILE.<pid>")
+    t.add_argument("--allocator", metavar="NAME",
+                   help="allocator under the tracer (default: glibc)")
+    t.add_argument("--summary", action="store_true",
+                   help="write only totals (peak live bytes, ...) instead of every event")
+    t.add_argument("--build-dir", metavar="DIR", help="the build folder")
+
+    s = sub.add_parser("trace stats", help="statistics of a trace file",
+                       description="Statistics of a trace: seed 000 Table 1, seed 004 Table 3, "
+                       "size and lifetime histograms.")
+    s.add_argument("file", metavar="FILE")
+    s.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    s.add_argument("--plot", metavar="PNG", help="also draw the memory profile and histograms")
+    s.add_argument("--top", type=_positive_int, default=10, metavar="N",
+                   help="call sites to list (default 10)")
+
+    r = sub.add_parser("report", help="re-draw tables, plots and the report from a results "
+                       "folder")
+    r.add_argument("folder", metavar="DIR")
+    r.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
+
+    lst = sub.add_parser("list", help="show the allocators, workloads and tools found")
+    lst.add_argument("--build-dir", metavar="DIR", help="the build folder")
+    return p
+
+
+def _split_command(argv: list) -> tuple[list, list]:
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def main(argv: list | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, command = _split_command(argv)
+    if own[:2] == ["trace", "stats"]:
+        own = ["trace stats", *own[2:]]
+    parser = build_parser()
+    args = parser.parse_args(own)
+    console = Console(highlight=False)
+    try:
+        if args.command == "compare":
+            opts = CompareOptions(
+                allocators=args.allocators, workloads=args.workloads,
+                repetitions=args.repetitions, quick=args.quick, output=args.output,
+                cache=args.cache, frag=args.frag, timeout=args.timeout,
+                build_dir=args.build_dir, baseline=args.baseline, plots=args.plots,
+                command=command, name=args.name, argv=argv)
+            return run_compare(opts, console)
+        if command and args.command != "trace":
+            raise LabError(f"`locus {args.command}` takes no command after --")
+        if args.command == "trace":
+            return cmd_trace(args, command, console)
+        if args.command == "trace stats":
+            return cmd_trace_stats(args, console)
+        if args.command == "report":
+            return run_report(args.folder, console, plots=args.plots)
+        if args.command == "list":
+            return cmd_list(args, console)
+        parser.print_help()
+        return 2
+    except LabError as e:
+        sys.stderr.write(f"locus: error: {e}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("locus: interrupted\n")
+        return 130
+
+
+# ---- locus trace --------------------------------------------------------------------------------
+
+def cmd_trace(args, command: list, console: Console) -> int:
+    if not command:
+        raise LabError("give the program to trace after --, e.g. locus trace -- ls -l")
+    paths = find_paths(args.build_dir)
+    workload = suite.command_workload(command)
+    allocator = None
+    if args.allocator:
+        allocator = alloc_mod.select(alloc_mod.discover(paths), args.allocator)[0]
+    tracer = trace.tracer_library(paths)
+    out = Path(args.output).resolve()
+    if out.is_dir():
+        raise LabError(f"{args.output} is a folder; give a file name")
+    if not out.parent.is_dir():
+        raise LabError(f"no such folder: {out.parent}")
+    trace.clear_trace_files(out)
+    import os
+    env = trace.trace_environment(dict(os.environ), tracer, out, allocator, summary=args.summary)
+    res = runner.run_once(workload.argv, env, passthrough=True)
+    files = trace.trace_files(out)
+    err = Console(stderr=True, highlight=False)
+    err.print(f"[bold]locus trace[/bold]: {workload.description}: {res.status}, "
+              f"{res.wall_s:.2f} s, peak RSS {human_bytes(res.maxrss_kib * 1024)}")
+    if not files:
+        err.print("[red]no trace was written[/red] (a static program, or one that "
+                  "bypasses the dynamic loader, cannot be traced)")
+        return 1
+    if args.summary:
+        for f in files:
+            s = trace.read_summary(f)
+            err.print(f"{f}: peak live {human_bytes(s.get('peak_live_bytes', 0))}, "
+                      f"{s.get('allocations', 0):,} allocations")
+    else:
+        main_file = files[0]
+        t = trace.read_trace(main_file)
+        size = main_file.stat().st_size
+        err.print(f"wrote {main_file} ({t.header['records']:,} records, {human_bytes(size)})"
+                  + (f" and {len(files) - 1} child-process trace(s): "
+                     + ", ".join(f.name for f in files[1:]) if len(files) > 1 else ""))
+        stats = trace.compute_stats(t.records, profile_points=10)
+        err.print(f"  objects {stats['total_objects']:,}, max in use "
+                  f"{stats['max_objects_in_use']:,}, average size "
+                  f"{stats['average_size']:.0f} B, max bytes in use "
+                  f"{human_bytes(stats['max_bytes_in_use'])}, total/max "
+                  f"{stats['total_over_max']:.1f}")
+        err.print(f"  full statistics: locus trace stats {args.output}")
+    if res.ok:
+        return 0
+    return res.exit_code if res.exit_code else 1
+
+
+def cmd_trace_stats(args, console: Console) -> int:
+    stats = trace.file_stats(args.file)
+    stats = dict(stats)
+    if args.plot:
+        plot_trace(stats, args.plot)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    print_trace_stats(console, stats, args.top)
+    if args.plot:
+        console.print(f"wrote {args.plot}")
+    return 0
+
+
+def _bar(pct: float, width: int = 30) -> str:
+    n = int(round(pct / 100 * width))
+    return "#" * n
+
+
+def print_trace_stats(console: Console, s: dict, top: int = 10) -> None:
+    h = s.get("header", {})
+    console.print(f"[bold]{s['file']}[/bold]: process {h.get('pid')} ({h.get('comm')}), "
+                  f"{h.get('records', 0):,} records, {s['threads']} thread(s)")
+    t = Table(title="Allocation statistics (seed 000 Table 1, seed 004 Table 3)",
+              title_justify="left", show_header=False)
+    t.add_column("statistic")
+    t.add_column("value", justify="right")
+    rows = [
+        ("Total objects", f"{s['total_objects']:,}"),
+        ("Max objects in use", f"{s['max_objects_in_use']:,}"),
+        ("Average object size (bytes)", f"{s['average_size']:,.1f}"),
+        ("Total memory (bytes)", f"{s['total_bytes']:,}"),
+        ("Max in use (bytes)", f"{s['max_bytes_in_use']:,}"),
+        ("Total/max", f"{s['total_over_max']:,.1f}"),
+        ("Releases (free, delete, realloc)", f"{s['releases']:,}"),
+        ("Live at exit", f"{s['live_objects_at_exit']:,} objects, "
+                         f"{s['live_bytes_at_exit']:,} bytes"),
+        ("Failed allocations", f"{s['failed_allocations']:,}"),
+        ("Releases of unknown blocks", f"{s['unmatched_releases']:,}"),
+        ("Allocation call sites", f"{s['call_sites']:,}"),
+    ]
+    lt = s["lifetime"]
+    if lt["median"] is not None:
+        rows.append(("Lifetime, in allocations (median / mean / p90)",
+                     f"{lt['median']:,.0f} / {lt['mean']:,.1f} / {lt['p90']:,.0f}"))
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+
+    calls = Table(title="Calls", title_justify="left")
+    calls.add_column("function")
+    calls.add_column("calls", justify="right")
+    for name, n in s["calls"].items():
+        calls.add_row(name, f"{n:,}")
+    console.print(calls)
+
+    sizes = Table(title="Object sizes (bytes requested)", title_justify="left")
+    for col, just in (("size", "left"), ("objects", "right"), ("%", "right"),
+                      ("bytes", "right"), ("", "left")):
+        sizes.add_column(col, justify=just)
+    for row in s["size_histogram"]:
+        if row["objects"]:
+            sizes.add_row(row["bucket"], f"{row['objects']:,}", f"{row['percent']:.1f}",
+                          f"{row['bytes']:,}", _bar(row["percent"]))
+    console.print(sizes)
+
+    life = Table(title="Lifetimes (allocations between birth and release)",
+                 title_justify="left")
+    for col, just in (("lifetime", "left"), ("objects", "right"), ("%", "right"),
+                      ("", "left")):
+        life.add_column(col, justify=just)
+    for row in s["lifetime_histogram"]:
+        if row["objects"]:
+            life.add_row(row["bucket"], f"{row['objects']:,}", f"{row['percent']:.1f}",
+                         _bar(row["percent"]))
+    console.print(life)
+
+    if s["top_sites"]:
+        sites = Table(title=f"Busiest call sites (of {s['call_sites']:,})", title_justify="left")
+        for col, just in (("site id", "left"), ("objects", "right"), ("bytes", "right"),
+                          ("average size", "right")):
+            sites.add_column(col, justify=just)
+        for row in s["top_sites"][:top]:
+            sites.add_row(row["site"], f"{row['objects']:,}", f"{row['bytes']:,}",
+                          f"{row['average_size']:,.1f}")
+        console.print(sites)
+
+
+def plot_trace(stats: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(3, 1, figsize=(9, 10))
+    prof = stats["profile"]
+    axes[0].plot(prof["clock"], [b / 1024 for b in prof["live_bytes"]], linewidth=1)
+    axes[0].set_xlabel("allocation time (allocations)")
+    axes[0].set_ylabel("live bytes requested (KiB)")
+    axes[0].set_title("Memory profile (seed 004 Fig. 5)")
+    hist = [r for r in stats["size_histogram"]]
+    axes[1].bar(range(len(hist)), [r["objects"] for r in hist])
+    axes[1].set_xticks(range(len(hist)))
+    axes[1].set_xticklabels([r["bucket"] for r in hist], rotation=45, ha="right", fontsize=7)
+    axes[1].set_ylabel("objects")
+    axes[1].set_title("Object sizes")
+    life = stats["lifetime_histogram"]
+    axes[2].bar(range(len(life)), [r["objects"] for r in life])
+    axes[2].set_xticks(range(len(life)))
+    axes[2].set_xticklabels([r["bucket"] for r in life], rotation=45, ha="right", fontsize=7)
+    axes[2].set_ylabel("objects")
+    axes[2].set_title("Lifetimes (allocations)")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as e:
+        raise LabError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
+
+
+# ---- locus list -----------------------------------------------------------------------------------
+
+def cmd_list(args, console: Console) -> int:
+    paths = find_paths(args.build_dir)
+    disc = alloc_mod.discover(paths)
+    t = Table(title="Allocators", title_justify="left")
+    for col in ("name", "kind", "library", "version"):
+        t.add_column(col)
+    for a in disc.allocators:
+        t.add_row(a.name + (f" ({', '.join(a.aliases)})" if a.aliases else ""), a.kind,
+                  a.library or "(none: the C library)", a.version)
+    console.print(t)
+    if disc.missing_peers:
+        console.print(f"[yellow]{alloc_mod.missing_message(disc.missing_peers)}[/yellow]")
+    for note in disc.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    workloads, warnings = suite.default_suite(paths, quick=False)
+    w = Table(title="Default suite", title_justify="left")
+    for col in ("workload", "kind", "what"):
+        w.add_column(col)
+    for wl in workloads:
+        w.add_row(wl.name, wl.kind, wl.description)
+    console.print(w)
+    for note in warnings:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    perf_ok, perf_note = runner.perf_status()
+    console.print(f"cachegrind: {'valgrind found' if runner.valgrind_available() else 'valgrind not installed'}; "
+                  f"hardware counters: {'perf stat' if perf_ok else perf_note}")
+    built = paths.tools / "liblocus_tracer.so"
+    console.print(f"tracer: {built if built.exists() else 'built on first use from lab/tracer/locus_tracer.c'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

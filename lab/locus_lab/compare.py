@@ -1,0 +1,316 @@
+"""`locus compare`: a program (or the default suite) under every chosen allocator.
+
+Order of work: (1) with --frag, one traced run per workload (tracer in summary mode, glibc
+underneath) for the peak live bytes the program requests; (2) the timed runs, repetitions
+interleaved: in repetition r every allocator runs workload w back to back, in an order
+rotated by r, so slow drifts of the machine spread over all allocators; (3) with --cache, one
+cachegrind run (and one `perf stat` run where hardware counters exist) per allocator and
+workload. Every run is appended to runs.jsonl as it finishes.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+
+from . import allocators as alloc_mod
+from . import report, results, runner, suite, trace
+from .common import LabError, find_paths, human_bytes
+
+CACHEGRIND_SLOWDOWN = 60    # cachegrind runs a program about this many times slower
+TRACE_SLOWDOWN = 3
+
+
+@dataclass
+class CompareOptions:
+    allocators: str | None = None
+    workloads: str | None = None
+    repetitions: int | None = None
+    quick: bool = False
+    output: str | None = None
+    cache: bool = False
+    frag: bool = True
+    timeout: float = 600.0
+    build_dir: str | None = None
+    baseline: str | None = None
+    plots: bool = True
+    command: list = field(default_factory=list)
+    name: str | None = None
+    argv: list = field(default_factory=list)     # the lab's own command line, for the report
+
+
+def machine_info() -> dict:
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+            "libc": " ".join(platform.libc_ver()), "python": platform.python_version(),
+            "hostname": platform.node()}
+
+
+def _base_environment() -> tuple[dict, list]:
+    env = dict(os.environ)
+    notes = []
+    for key in ("LD_PRELOAD", "LOCUS_TRACE_FILE", "LOCUS_TRACE_MODE"):
+        if env.pop(key, None) is not None and key == "LD_PRELOAD":
+            notes.append("LD_PRELOAD from your environment was dropped: it would replace "
+                         "the allocator under test")
+    return env, notes
+
+
+def _rotate(items: list, k: int) -> list:
+    if not items:
+        return items
+    k %= len(items)
+    return items[k:] + items[:k]
+
+
+def _choose_allocators(opts, paths, console) -> tuple[list, alloc_mod.Discovery, list]:
+    disc = alloc_mod.discover(paths)
+    chosen = alloc_mod.select(disc, opts.allocators)
+    notes = list(disc.notes)
+    usable = []
+    for a in chosen:
+        problem = alloc_mod.check_preload(a)
+        if problem is None:
+            usable.append(a)
+        elif opts.allocators:
+            raise LabError(f"allocator {a.name} cannot be preloaded: {problem}")
+        else:
+            notes.append(f"{a.name} skipped: cannot be preloaded ({problem})")
+    if disc.missing_peers:
+        notes.append(alloc_mod.missing_message(disc.missing_peers))
+    baseline = opts.baseline or alloc_mod.BASELINE
+    names = [a.name for a in usable]
+    if baseline not in names:
+        if opts.baseline:
+            raise LabError(f"baseline {baseline} is not among the allocators: {', '.join(names)}")
+        baseline = names[0]
+        notes.append(f"{alloc_mod.BASELINE} not selected: results are normalised to {baseline}")
+    usable.sort(key=lambda a: a.name != baseline)  # the baseline first
+    return usable, disc, notes
+
+
+def _choose_workloads(opts, paths) -> tuple[list, list]:
+    if opts.command:
+        if opts.workloads:
+            raise LabError("--workloads selects from the default suite; it cannot be used "
+                           "with a command")
+        return [suite.command_workload(opts.command, opts.name)], []
+    workloads, warnings = suite.default_suite(paths, opts.quick)
+    workloads = suite.select_workloads(workloads, opts.workloads)
+    if not workloads:
+        raise LabError("no workload available: build the bench programs with `make` or give "
+                       "a command after --")
+    return workloads, warnings
+
+
+def _estimate(workloads, allocs, reps, opts) -> float:
+    per_round = sum(w.nominal_s for w in workloads)
+    total = per_round * len(allocs) * reps
+    if opts.frag:
+        total += per_round * TRACE_SLOWDOWN
+    if opts.cache:
+        total += per_round * len(allocs) * CACHEGRIND_SLOWDOWN
+    return total
+
+
+def _fmt_duration(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    return f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
+
+
+def _default_output() -> Path:
+    return Path("locus-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def run_compare(opts: CompareOptions, console: Console) -> int:
+    paths = find_paths(opts.build_dir)
+    allocs, disc, notes = _choose_allocators(opts, paths, console)
+    baseline = allocs[0].name
+    workloads, warnings = _choose_workloads(opts, paths)
+    reps = opts.repetitions if opts.repetitions is not None else (1 if opts.quick else 3)
+    if reps < 1:
+        raise LabError("--repetitions must be at least 1")
+    tracer = trace.tracer_library(paths) if opts.frag else None
+    perf_ok, perf_note = runner.perf_status() if opts.cache else (False, "")
+    if opts.cache and not runner.valgrind_available():
+        raise LabError("--cache needs valgrind (apt-get install valgrind)")
+    out = Path(opts.output) if opts.output else _default_output()
+
+    for w in warnings + notes:
+        console.print(f"[yellow]note:[/yellow] {w}")
+    if opts.cache:
+        console.print(f"[yellow]note:[/yellow] hardware counters: "
+                      f"{'perf stat' if perf_ok else perf_note}")
+    estimate = _estimate(workloads, allocs, reps, opts)
+    console.print(f"[bold]locus compare[/bold]: {len(workloads)} workload(s) x "
+                  f"{len(allocs)} allocator(s) x {reps} repetition(s) = "
+                  f"{len(workloads) * len(allocs) * reps} timed runs"
+                  f"{' + cachegrind' if opts.cache else ''}; estimated "
+                  f"{_fmt_duration(estimate)} (baseline {baseline})")
+    console.print("  allocators: " + ", ".join(a.name for a in allocs))
+    console.print("  workloads:  " + ", ".join(w.name for w in workloads))
+
+    base_env, env_notes = _base_environment()
+    meta = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "locus " + " ".join(shlex.quote(a) for a in opts.argv),
+        "machine": machine_info(),
+        "repository": str(paths.root),
+        "baseline": baseline,
+        "repetitions": reps,
+        "quick": opts.quick,
+        "frag": opts.frag,
+        "cache": opts.cache,
+        "hardware_counters": perf_note if opts.cache else "not requested",
+        "allocators": [a.to_json() for a in allocs],
+        "missing_peers": [p.name for p in disc.missing_peers],
+        "workloads": [w.to_json() for w in workloads],
+        "notes": warnings + notes + env_notes,
+    }
+    writer = results.ResultsWriter(out, meta)
+    scratch = Path(tempfile.mkdtemp(prefix="locus-compare-"))
+    interactive = console.is_terminal
+    runs: list = []
+
+    def record(entry: dict):
+        runs.append(entry)
+        writer.add(entry)
+
+    def env_for(w, a):
+        return a.environment({**base_env, **w.env})
+
+    started = time.monotonic()
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                      TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                      console=console, transient=True, disable=not interactive) as progress:
+            task = progress.add_task("starting", total=estimate)
+
+            def step(label: str, nominal: float, fn):
+                progress.update(task, description=label)
+                res = fn()
+                progress.advance(task, nominal)
+                if not interactive:
+                    console.print(f"[{_fmt_duration(time.monotonic() - started):>6}] {label}: "
+                                  f"{_brief(res)}")
+                return res
+
+            if opts.frag:
+                for w in workloads:
+                    step(f"tracing {w.name}", w.nominal_s * TRACE_SLOWDOWN,
+                         lambda w=w: _live_run(w, base_env, tracer, scratch, opts, record))
+
+            for rep in range(reps):
+                for wi, w in enumerate(workloads):
+                    for a in _rotate(allocs, rep + wi):
+                        label = f"rep {rep + 1}/{reps} {w.name} / {a.name}"
+                        res = step(label, w.nominal_s,
+                                   lambda w=w, a=a: runner.run_once(
+                                       w.argv, env_for(w, a), w.cwd, opts.timeout))
+                        record({"kind": "time", "workload": w.name, "allocator": a.name,
+                                "rep": rep, **res.to_json()})
+                        if not res.ok:
+                            progress.console.print(
+                                f"[red]{w.name} under {a.name}: {res.status}[/red]"
+                                + (f" ({res.stderr_tail.splitlines()[-1][:120]})"
+                                   if res.stderr_tail else ""))
+
+            if opts.cache:
+                for w in workloads:
+                    for a in allocs:
+                        res = step(f"cachegrind {w.name} / {a.name}",
+                                   w.nominal_s * CACHEGRIND_SLOWDOWN,
+                                   lambda w=w, a=a: runner.run_cachegrind(
+                                       w.argv, env_for(w, a), w.cwd,
+                                       opts.timeout * CACHEGRIND_SLOWDOWN))
+                        record({"kind": "cache", "workload": w.name, "allocator": a.name, **res})
+                        if perf_ok:
+                            res = runner.run_perf(w.argv, env_for(w, a), w.cwd, opts.timeout)
+                            record({"kind": "perf", "workload": w.name, "allocator": a.name,
+                                    **res})
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted: the runs so far are in {out}; "
+                      f"`locus report {out}` draws them[/yellow]")
+        return 130
+    finally:
+        writer.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    summary = results.summarise(meta, runs)
+    report.print_summary(console, summary, meta)
+    files = report.write_all(out, summary, meta, results.rows(summary), runs, plots=opts.plots)
+    console.print(f"\nwrote {out}/: " + ", ".join(files)
+                  + f" (raw: {results.RUNS_FILE}, {results.META_FILE}); took "
+                  f"{_fmt_duration(time.monotonic() - started)}")
+    return 0
+
+
+def _brief(res) -> str:
+    if isinstance(res, runner.RunResult):
+        return (f"{res.status}, {res.wall_s:.2f} s, peak RSS "
+                f"{human_bytes(res.maxrss_kib * 1024)}")
+    if isinstance(res, dict):
+        if res.get("instructions") is not None:
+            return f"{res['status']}, {res['instructions']:,} instructions"
+        return str(res.get("status"))
+    return str(res)
+
+
+def _live_run(w, base_env, tracer, scratch: Path, opts, record) -> str:
+    """Peak live bytes requested by the workload: one run under the tracer in summary mode,
+    glibc underneath. For several processes, the largest one counts."""
+    out = scratch / f"{w.name}.live"
+    trace.clear_trace_files(out)
+    env = trace.trace_environment({**base_env, **w.env}, tracer, out, summary=True)
+    res = runner.run_once(w.argv, env, w.cwd, opts.timeout * TRACE_SLOWDOWN)
+    summaries = []
+    for f in trace.trace_files(out):
+        try:
+            summaries.append(trace.read_summary(f))
+        except LabError:
+            continue
+    best = max(summaries, key=lambda s: s.get("peak_live_bytes", 0), default={})
+    entry = {"kind": "live", "workload": w.name, "allocator": "tracer", "status": res.status,
+             "wall_s": res.wall_s, "processes": len(summaries),
+             "peak_live_bytes": best.get("peak_live_bytes"),
+             "peak_live_objects": best.get("peak_live_objects"),
+             "allocations": sum(s.get("allocations", 0) for s in summaries),
+             "bytes_allocated": sum(s.get("bytes_allocated", 0) for s in summaries)}
+    record(entry)
+    trace.clear_trace_files(out)
+    peak = entry["peak_live_bytes"]
+    return f"peak live {peak:,} bytes" if peak else f"no trace ({res.status})"
+
+
+def run_report(folder: str, console: Console, plots: bool = True) -> int:
+    meta, runs = results.load(folder)
+    summary = results.summarise(meta, runs)
+    report.print_summary(console, summary, meta)
+    files = report.write_all(Path(folder), summary, meta, results.rows(summary), runs,
+                             plots=plots)
+    console.print(f"\nwrote {folder}/: " + ", ".join(files))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use the `locus` command")

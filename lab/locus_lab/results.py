@@ -1,0 +1,250 @@
+"""The results folder: raw per-run data in, summary out.
+
+Raw data is the source of truth and is never rewritten by `locus report`:
+  meta.json    what was run: allocators, workloads, options, machine
+  runs.jsonl   one JSON object per run, appended as runs finish ("kind": "time", "cache",
+               "perf" or "live")
+Everything else (summary.csv/json, plots, report.md) is derived from these two files.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+from .common import LabError
+
+META_FILE = "meta.json"
+RUNS_FILE = "runs.jsonl"
+FORMAT_VERSION = 1
+
+TIME_METRICS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "peak_anon_kib", "minflt", "majflt")
+NORMALISED = {"wall_s": "wall_norm", "user_s": "user_norm", "sys_s": "sys_norm",
+              "maxrss_kib": "maxrss_norm", "peak_anon_kib": "peak_anon_norm",
+              "minflt": "minflt_norm"}
+CACHE_METRICS = ("instructions", "l1_misses", "l1d_misses", "ll_misses", "lld_misses")
+PERF_METRICS = ("instructions", "cycles", "l1_dcache_load_misses", "llc_load_misses",
+                "dtlb_load_misses")
+
+
+class ResultsWriter:
+    """Appends run records as they finish, so an interrupted comparison keeps its data."""
+
+    def __init__(self, folder: Path, meta: dict):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in (RUNS_FILE,):
+            (folder / stale).unlink(missing_ok=True)
+        self.meta = dict(meta, format_version=FORMAT_VERSION)
+        self.write_meta()
+        self._runs = open(folder / RUNS_FILE, "a")
+
+    def write_meta(self) -> None:
+        (self.folder / META_FILE).write_text(json.dumps(self.meta, indent=2) + "\n")
+
+    def add(self, record: dict) -> None:
+        self._runs.write(json.dumps(record) + "\n")
+        self._runs.flush()
+
+    def close(self) -> None:
+        self._runs.close()
+
+
+def load(folder) -> tuple[dict, list]:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise LabError(f"no such results folder: {folder}")
+    try:
+        meta = json.loads((folder / META_FILE).read_text())
+    except FileNotFoundError:
+        raise LabError(f"{folder} has no {META_FILE}: not a `locus compare` results folder") from None
+    except (OSError, ValueError) as e:
+        raise LabError(f"cannot read {folder / META_FILE}: {e}") from None
+    runs = []
+    try:
+        with open(folder / RUNS_FILE) as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    runs.append(json.loads(line))
+                except ValueError:
+                    raise LabError(f"{folder / RUNS_FILE}:{n}: not JSON") from None
+    except FileNotFoundError:
+        raise LabError(f"{folder} has no {RUNS_FILE}") from None
+    return meta, runs
+
+
+# ---- summary ----------------------------------------------------------------------------------
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def _median(values):
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def _ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def _status(statuses: list) -> str:
+    failed = [s for s in statuses if s != "ok"]
+    if not statuses:
+        return "not run"
+    if not failed:
+        return "ok"
+    first = failed[0]
+    return first if len(failed) == len(statuses) else f"{first} {len(failed)}/{len(statuses)}"
+
+
+def summarise(meta: dict, runs: list) -> dict:
+    """Medians per (workload, allocator), normalised to the baseline, plus geometric means and
+    a verdict. A cell is "ok" only when every repetition ended with status 0."""
+    allocators = [a["name"] for a in meta.get("allocators", [])]
+    workloads = [w["name"] for w in meta.get("workloads", [])]
+    baseline = meta.get("baseline") or (allocators[0] if allocators else None)
+
+    live = {}
+    for r in runs:
+        if r.get("kind") == "live" and r.get("peak_live_bytes"):
+            live[r["workload"]] = r
+
+    cells = {}
+    for w in workloads:
+        for a in allocators:
+            mine = [r for r in runs if r.get("workload") == w and r.get("allocator") == a]
+            timed = [r for r in mine if r.get("kind") == "time"]
+            ok = [r for r in timed if r.get("status") == "ok"]
+            cell = {"workload": w, "allocator": a, "runs": len(timed), "ok_runs": len(ok),
+                    "status": _status([r.get("status") for r in timed])}
+            for m in TIME_METRICS:
+                vals = [r.get(m) for r in ok]
+                cell[m] = _median(vals)
+                if m == "wall_s" and vals:
+                    cell["wall_min_s"] = min(vals)
+                    cell["wall_max_s"] = max(vals)
+                    med = cell[m]
+                    cell["wall_spread_pct"] = (100.0 * (max(vals) - min(vals)) / med
+                                               if med and len(vals) > 1 else None)
+            if cell["status"] != "ok":
+                cell["failure"] = next((r.get("stderr_tail", "") for r in timed
+                                        if r.get("status") != "ok"), "")
+            lv = live.get(w)
+            cell["peak_live_bytes"] = lv.get("peak_live_bytes") if lv else None
+            if lv and cell["status"] == "ok":
+                cell["frag"] = _ratio((cell["peak_anon_kib"] or 0) * 1024 or None,
+                                      lv["peak_live_bytes"])
+                cell["frag_rss"] = _ratio((cell["maxrss_kib"] or 0) * 1024 or None,
+                                          lv["peak_live_bytes"])
+            cache = next((r for r in mine if r.get("kind") == "cache"), None)
+            if cache:
+                cell["cache_status"] = cache.get("status")
+                for m in CACHE_METRICS:
+                    cell[m] = cache.get(m) if cache.get("status") == "ok" else None
+            perf = next((r for r in mine if r.get("kind") == "perf"), None)
+            if perf:
+                for m in PERF_METRICS:
+                    cell["perf_" + m] = perf.get(m) if perf.get("status") == "ok" else None
+            cells[(w, a)] = cell
+
+    # Normalise to the baseline on the same workload.
+    for (w, a), cell in cells.items():
+        base = cells.get((w, baseline), {})
+        both_ok = cell["status"] == "ok" and base.get("status") == "ok"
+        for m, norm in NORMALISED.items():
+            cell[norm] = _ratio(cell.get(m), base.get(m)) if both_ok else None
+        for m in CACHE_METRICS:
+            if m in cell:
+                cell[m + "_norm"] = _ratio(cell.get(m), base.get(m))
+        for m in PERF_METRICS:
+            if "perf_" + m in cell:
+                cell["perf_" + m + "_norm"] = _ratio(cell.get("perf_" + m), base.get("perf_" + m))
+
+    means = {}
+    for a in allocators:
+        mine = [cells[(w, a)] for w in workloads]
+        entry = {"workloads": len(workloads),
+                 "ok": sum(1 for c in mine if c["status"] == "ok"),
+                 "failed": [c["workload"] for c in mine if c["status"] != "ok"]}
+        for key in ("wall_norm", "user_norm", "maxrss_norm", "peak_anon_norm", "minflt_norm",
+                    "frag", "instructions_norm", "l1_misses_norm", "ll_misses_norm"):
+            entry[key] = geomean(c.get(key) for c in mine)
+        spreads = [c.get("wall_spread_pct") for c in mine if c.get("wall_spread_pct") is not None]
+        entry["wall_spread_pct_median"] = _median(spreads)
+        means[a] = entry
+
+    return {"baseline": baseline, "allocators": allocators, "workloads": workloads,
+            "cells": cells, "geomean": means, "verdict": verdict(baseline, allocators, means)}
+
+
+def verdict(baseline: str, allocators: list, means: dict) -> dict:
+    """Which allocator to ship, and why: the best on time and on memory among those that ran
+    every workload without failing, and the ones no other beats on both."""
+    clean = [a for a in allocators if not means[a]["failed"] and means[a]["ok"]]
+    out = {"fastest": None, "smallest": None, "least_fragmentation": None, "pareto": [],
+           "failed": {a: means[a]["failed"] for a in allocators if means[a]["failed"]},
+           "lines": []}
+
+    def best(key):
+        cands = [a for a in clean if means[a].get(key) is not None]
+        return min(cands, key=lambda a: means[a][key]) if cands else None
+
+    out["fastest"] = best("wall_norm")
+    out["smallest"] = best("maxrss_norm")
+    out["least_fragmentation"] = best("frag")
+    both = [a for a in clean if means[a].get("wall_norm") and means[a].get("maxrss_norm")]
+    for a in both:
+        ta, ma = means[a]["wall_norm"], means[a]["maxrss_norm"]
+        dominated = any(means[b]["wall_norm"] <= ta and means[b]["maxrss_norm"] <= ma and
+                        (means[b]["wall_norm"] < ta or means[b]["maxrss_norm"] < ma)
+                        for b in both if b != a)
+        if not dominated:
+            out["pareto"].append(a)
+    out["pareto"].sort(key=lambda a: means[a]["wall_norm"])
+
+    lines = out["lines"]
+    if len(allocators) < 2:
+        return out
+    n = max((means[a]["workloads"] for a in allocators), default=0)
+    if out["fastest"]:
+        a = out["fastest"]
+        lines.append(f"Fastest: {a} — {means[a]['wall_norm']:.2f}x {baseline}'s run time "
+                     f"(geometric mean over {n} workload{'s' if n != 1 else ''}).")
+    if out["smallest"]:
+        a = out["smallest"]
+        lines.append(f"Smallest: {a} — {means[a]['maxrss_norm']:.2f}x {baseline}'s peak RSS.")
+    if out["least_fragmentation"]:
+        a = out["least_fragmentation"]
+        lines.append(f"Least fragmentation: {a} — peak memory {means[a]['frag']:.2f}x the "
+                     "peak live bytes requested (geometric mean).")
+    if out["pareto"]:
+        lines.append("No other allocator is both faster and smaller than: "
+                     + ", ".join(out["pareto"]) + ". Ship one of these; pick by which of "
+                     "time or memory matters more for this program.")
+    spreads = [means[a]["wall_spread_pct_median"] for a in allocators
+               if means[a].get("wall_spread_pct_median") is not None]
+    if spreads:
+        lines.append(f"Run-to-run spread is about {statistics.median(spreads):.1f}% (median of "
+                     "(max-min)/median): smaller time differences are noise.")
+    for a, failed in out["failed"].items():
+        lines.append(f"{a} did not complete: {', '.join(failed)} (see the table).")
+    return out
+
+
+def rows(summary: dict) -> list:
+    """The cells as a list of flat dicts, in table order (for CSV and JSON)."""
+    out = []
+    for w in summary["workloads"]:
+        for a in summary["allocators"]:
+            out.append(dict(summary["cells"][(w, a)]))
+    return out

@@ -1,0 +1,146 @@
+"""Workloads: the default suite shipped in the repository, or the user's own command.
+
+The default suite is the bench programs (build/bench/<name>, allocation-intensive C
+programs written for Locus) plus real programs on inputs kept in lab/suite/: CPython, gcc,
+perl and sqlite3. Sizes are chosen so each runs about 1.5-2.5 s under glibc on a 2-core
+machine; --quick uses tiny inputs (the bench programs' smallest scale is 1).
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .common import SUITE_DIR, LabError, Paths
+
+BENCH = (
+    # name, extra arguments after the scale, nominal seconds under glibc, what it models
+    ("churn", [], 1.5, "small-object churn, 100k live objects"),
+    ("linked", [], 1.5, "linked structures built amid temporaries, then walked"),
+    ("threads2", ["2"], 1.5, "two threads churning privately"),
+    ("mixed_realloc", [], 1.5, "buffers grown by realloc, 16 B to 1 MiB"),
+    ("burst", [], 1.5, "a 300 MiB peak, then a quiet phase"),
+)
+
+
+@dataclass
+class Workload:
+    name: str
+    argv: list
+    cwd: str | None = None
+    env: dict = field(default_factory=dict)
+    nominal_s: float = 2.0      # expected run time under glibc, for the estimate
+    description: str = ""
+    kind: str = "program"       # "bench", "program" or "command"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _which(program: str) -> str | None:
+    return shutil.which(program)
+
+
+def _python() -> str | None:
+    # Debian's interpreter: a build with the C allocator underneath, as shipped.
+    return "/usr/bin/python3" if Path("/usr/bin/python3").exists() else _which("python3")
+
+
+def real_programs(quick: bool) -> tuple[list, list]:
+    """python3, gcc, perl and sqlite3 on inputs from lab/suite/ (skipped if not installed)."""
+    found, warnings = [], []
+    python = _python()
+    if python:
+        found.append(Workload(
+            "python", [python, str(SUITE_DIR / "alloc_heavy.py"), "1" if quick else "8"],
+            env={"PYTHONMALLOC": "malloc"}, nominal_s=0.3 if quick else 2.0,
+            description="CPython building dicts, trees, records (PYTHONMALLOC=malloc)"))
+    else:
+        warnings.append("python3 not found: skipping the python workload")
+    gcc = _which("gcc") or _which("cc")
+    if gcc:
+        found.append(Workload(
+            "gcc", [gcc, "-O2", "-c", str(SUITE_DIR / "compile_me.c"),
+                    "-DCOPIES=" + ("1" if quick else "12"), "-o", "/dev/null"],
+            nominal_s=0.5 if quick else 2.0, description="gcc -O2 compiling a C file"))
+    else:
+        warnings.append("gcc not found: skipping the gcc workload")
+    perl = _which("perl")
+    if perl:
+        found.append(Workload(
+            "perl", [perl, str(SUITE_DIR / "text_heavy.pl"), "1" if quick else "6"],
+            nominal_s=0.4 if quick else 2.0, description="perl tokenising, counting, sorting text"))
+    else:
+        warnings.append("perl not found: skipping the perl workload")
+    sqlite = _which("sqlite3")
+    if sqlite:
+        rows = 5000 if quick else 200000
+        found.append(Workload(
+            "sqlite", [sqlite, ":memory:", "-cmd", f".parameter set @rows {rows}",
+                       f".read {SUITE_DIR / 'rows.sql'}"],
+            nominal_s=0.1 if quick else 2.0,
+            description=f"sqlite3: a {rows:,}-row table built, indexed, queried"))
+    else:
+        warnings.append("sqlite3 not found: skipping the sqlite workload "
+                        "(apt-get install sqlite3)")
+    return found, warnings
+
+
+def bench_programs(paths: Paths) -> tuple[list, list]:
+    found, missing = [], []
+    for name, extra, nominal, what in BENCH:
+        exe = paths.bench / name
+        if exe.is_file():
+            found.append(Workload(name, [str(exe), "1", *extra], nominal_s=nominal,
+                                  description=what, kind="bench"))
+        else:
+            missing.append(name)
+    warnings = []
+    if missing:
+        warnings.append(f"bench programs not built, skipped: {', '.join(missing)} "
+                        f"(expected in {paths.bench}; run `make`)")
+    return found, warnings
+
+
+def default_suite(paths: Paths, quick: bool) -> tuple[list, list]:
+    bench, w1 = bench_programs(paths)
+    real, w2 = real_programs(quick)
+    return bench + real, w1 + w2
+
+
+def select_workloads(workloads: list, spec: str | None) -> list:
+    if not spec:
+        return workloads
+    by_name = {w.name: w for w in workloads}
+    chosen = []
+    for name in (s.strip() for s in spec.split(",")):
+        if not name:
+            continue
+        if name not in by_name:
+            raise LabError(f"unknown or unavailable workload '{name}'; available: "
+                           + ", ".join(by_name))
+        chosen.append(by_name[name])
+    if not chosen:
+        raise LabError("no workload selected")
+    return chosen
+
+
+def command_workload(argv: list, name: str | None = None) -> Workload:
+    """The user's own command, checked before anything runs."""
+    if not argv:
+        raise LabError("no command given after --")
+    program = argv[0]
+    if "/" in program:
+        p = Path(program)
+        if not p.exists():
+            raise LabError(f"command not found: {program}")
+        if p.is_dir() or not p.stat().st_mode & 0o111:
+            raise LabError(f"not an executable file: {program}")
+        resolved = str(p.resolve())
+    else:
+        resolved = _which(program)
+        if not resolved:
+            raise LabError(f"command not found: {program}")
+    label = name or Path(program).name
+    return Workload(label, [resolved, *argv[1:]], cwd=None, nominal_s=2.0,
+                    description=" ".join(argv), kind="command")

@@ -1,0 +1,320 @@
+"""Allocation traces: recording them with the C tracer, reading them, and their statistics.
+
+The tracer (lab/tracer/locus_tracer.c, built to build/tools/liblocus_tracer.so) is preloaded
+in front of whatever allocator is underneath. The binary format is docs/trace-format.md.
+The statistics are those of seed 000 Table 1 and seed 004 Table 3, plus size and lifetime
+histograms and the memory profile over allocation time (seed 004 Fig. 5).
+
+Every statistic is computed on whole arrays (numpy): events are put in clock order, each
+allocation is matched with the release of the same address that follows it, and live bytes
+are a running sum of +size at allocations and -size at their releases.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .common import TRACER_SOURCE, LabError, Paths, cache_dir
+
+# ---- the format --------------------------------------------------------------------------
+
+MAGIC = b"LOCUSTRC"
+VERSION = 1
+HEADER = struct.Struct("<8sIIIIQQQQQ16s")  # 80 bytes
+BYTE_ORDER_MARK = 0x01020304
+RECORD = np.dtype([("seq", "<u8"), ("addr", "<u8"), ("size", "<u8"), ("site", "<u4"),
+                   ("thread", "<u2"), ("op", "u1"), ("aux", "u1")])
+assert HEADER.size == 80 and RECORD.itemsize == 32
+
+OPS = {
+    1: "malloc", 2: "calloc", 3: "realloc", 4: "realloc (release)", 5: "free",
+    6: "posix_memalign", 7: "aligned_alloc", 8: "memalign", 9: "valloc", 10: "pvalloc",
+    11: "reallocarray", 12: "operator new", 13: "operator new[]", 14: "operator delete",
+    15: "operator delete[]", 16: "thread start",
+}
+OP = {name: code for code, name in OPS.items()}
+ALLOC_OPS = np.array([1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13], dtype=np.uint8)
+RELEASE_OPS = np.array([4, 5, 14, 15], dtype=np.uint8)
+OP_THREAD = 16
+
+SUMMARY_MAGIC = "locus-trace-summary 1"
+
+
+@dataclass
+class Trace:
+    path: str
+    header: dict
+    records: np.ndarray
+
+
+def write_trace(path, records, pid: int = 1, comm: str = "synthetic") -> None:
+    """Writes a trace file (used by tests to build traces with known answers)."""
+    arr = np.zeros(len(records), dtype=RECORD)
+    for i, r in enumerate(records):
+        arr[i] = tuple(r) if not isinstance(r, dict) else tuple(r[k] for k in RECORD.names)
+    header = HEADER.pack(MAGIC, VERSION, HEADER.size, RECORD.itemsize, BYTE_ORDER_MARK,
+                         pid, 0, 0, 4096, 0, comm.encode()[:16])
+    with open(path, "wb") as f:
+        f.write(header)
+        f.write(arr.tobytes())
+
+
+def read_trace(path) -> Trace:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(HEADER.size)
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise LabError(f"cannot read trace {path}: {e.strerror or e}") from None
+    if len(raw) < HEADER.size or raw[:8] != MAGIC:
+        if raw.startswith(SUMMARY_MAGIC.encode()):
+            raise LabError(f"{path} is a summary, not an event trace")
+        raise LabError(f"{path} is not a Locus trace (bad magic)")
+    magic, version, header_size, record_size, bom, pid, ppid, start_ns, page, flags, comm = \
+        HEADER.unpack(raw)
+    if version != VERSION:
+        raise LabError(f"{path}: trace format version {version} is not supported (this lab "
+                       f"reads version {VERSION})")
+    if bom != BYTE_ORDER_MARK or record_size != RECORD.itemsize or header_size < HEADER.size:
+        raise LabError(f"{path}: unexpected byte order or record size")
+    count = (size - header_size) // record_size
+    records = np.fromfile(path, dtype=RECORD, count=count, offset=header_size) if count > 0 \
+        else np.zeros(0, dtype=RECORD)
+    header = {"version": version, "pid": pid, "ppid": ppid, "start_ns": start_ns,
+              "page_size": page, "flags": flags,
+              "comm": comm.rstrip(b"\0").decode("utf-8", "replace"),
+              "records": int(count), "truncated_bytes": int((size - header_size) % record_size)}
+    return Trace(str(path), header, records)
+
+
+def read_summary(path) -> dict:
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as e:
+        raise LabError(f"cannot read {path}: {e.strerror or e}") from None
+    if not lines or lines[0].strip() != SUMMARY_MAGIC:
+        raise LabError(f"{path} is not a trace summary")
+    out = {}
+    for line in lines[1:]:
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+# ---- the tracer library ------------------------------------------------------------------
+
+def tracer_library(paths: Paths) -> Path:
+    """build/tools/liblocus_tracer.so when it is at least as new as the source; otherwise
+    the source compiled with cc into the lab's cache folder (keyed by the source's hash)."""
+    built = paths.tools / "liblocus_tracer.so"
+    if built.exists() and built.stat().st_mtime >= TRACER_SOURCE.stat().st_mtime:
+        return built
+    source = TRACER_SOURCE.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    target = cache_dir() / f"liblocus_tracer-{digest}.so"
+    if target.exists():
+        return target
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise LabError("no C compiler (cc) to build the tracer; run `make` instead")
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    cmd = [cc, "-O2", "-g", "-fPIC", "-shared", "-fexceptions", "-pthread", "-Wall",
+           "-o", str(tmp), str(TRACER_SOURCE), "-ldl"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise LabError("cannot build the tracer: " + (r.stderr.strip().splitlines() or ["?"])[0])
+    tmp.replace(target)
+    return target
+
+
+def trace_files(out: Path) -> list:
+    """The trace of the first process and those of its children (FILE.<pid>)."""
+    files = [out] if out.exists() else []
+    pattern = re.compile(re.escape(out.name) + r"\.\d+")
+    if out.parent.is_dir():
+        files += sorted(p for p in out.parent.iterdir() if pattern.fullmatch(p.name))
+    return files
+
+
+def clear_trace_files(out: Path) -> None:
+    for p in trace_files(out):
+        p.unlink()
+
+
+def trace_environment(base: dict, tracer: Path, out: Path, allocator=None,
+                      summary: bool = False) -> dict:
+    env = dict(base)
+    preload = [str(tracer)]
+    if allocator is not None and allocator.library:
+        preload.append(allocator.library)
+    if env.get("LD_PRELOAD"):
+        preload.append(env["LD_PRELOAD"])
+    env["LD_PRELOAD"] = " ".join(preload)
+    env["LOCUS_TRACE_FILE"] = str(out)
+    env["LOCUS_TRACE_MODE"] = "summary" if summary else "events"
+    return env
+
+
+# ---- statistics ----------------------------------------------------------------------------
+
+SIZE_EDGES = [8 << i for i in range(18)]  # 8 B .. 1 MiB
+
+
+def _size_label(hi: int | None) -> str:
+    if hi is None:
+        return f"> {_size_label(SIZE_EDGES[-1])[3:]}"
+    for unit, f in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if hi >= f:
+            return f"<= {hi // f} {unit}"
+    return f"<= {hi} B"
+
+
+def size_histogram(sizes: np.ndarray) -> list:
+    edges = np.array(SIZE_EDGES, dtype=np.uint64)
+    bucket = np.searchsorted(edges, sizes, side="left")  # sizes <= edges[i] -> i
+    counts = np.bincount(bucket, minlength=len(edges) + 1)
+    volume = np.bincount(bucket, weights=sizes.astype(np.float64), minlength=len(edges) + 1)
+    total = max(1, len(sizes))
+    rows = []
+    for i, c in enumerate(counts):
+        hi = SIZE_EDGES[i] if i < len(SIZE_EDGES) else None
+        rows.append({"bucket": _size_label(hi), "max_bytes": hi, "objects": int(c),
+                     "percent": 100.0 * c / total, "bytes": int(volume[i])})
+    return rows
+
+
+def lifetime_histogram(lifetimes: np.ndarray, never_freed: int) -> list:
+    """Buckets 0, 1, 2-3, 4-7, ... in allocations (the allocation clock)."""
+    rows = []
+    total = max(1, len(lifetimes) + never_freed)
+    if len(lifetimes):
+        bucket = np.where(lifetimes == 0, 0, np.floor(np.log2(np.maximum(lifetimes, 1))) + 1)
+        counts = np.bincount(bucket.astype(np.int64))
+    else:
+        counts = np.zeros(1, dtype=np.int64)
+    for i, c in enumerate(counts):
+        if i == 0:
+            label = "0"
+        elif i == 1:
+            label = "1"
+        else:
+            label = f"{1 << (i - 1)}-{(1 << i) - 1}"
+        rows.append({"bucket": label, "objects": int(c), "percent": 100.0 * c / total})
+    rows.append({"bucket": "never freed", "objects": int(never_freed),
+                 "percent": 100.0 * never_freed / total})
+    return rows
+
+
+def compute_stats(records: np.ndarray, profile_points: int = 1000, top_sites: int = 10) -> dict:
+    """Statistics of one process's trace. Definitions (docs/lab.md):
+    - an object is what one successful allocation call returns; realloc ends the old object
+      and starts a new one;
+    - the allocation clock counts allocations; an object's lifetime is the number of
+      allocations made between its birth and its release;
+    - live bytes are the bytes requested by objects not yet released."""
+    threads = int(np.count_nonzero(records["op"] == OP_THREAD))
+    ev = records[records["op"] != OP_THREAD]
+    ev = ev[np.argsort(ev["seq"], kind="stable")]
+    op, addr = ev["op"], ev["addr"]
+    size = ev["size"]
+    n = len(ev)
+
+    is_alloc_call = np.isin(op, ALLOC_OPS)
+    is_alloc = is_alloc_call & (addr != 0)
+    failed = int(np.count_nonzero(is_alloc_call & (addr == 0)))
+    is_release = np.isin(op, RELEASE_OPS) & (addr != 0)
+
+    # Match each allocation with the release of its address that comes next in time.
+    pos = np.nonzero(is_alloc | is_release)[0]
+    by_addr = pos[np.lexsort((pos, addr[pos]))]
+    same = addr[by_addr[1:]] == addr[by_addr[:-1]]
+    pair = same & is_alloc[by_addr[:-1]] & is_release[by_addr[1:]]
+    born, died = by_addr[:-1][pair], by_addr[1:][pair]
+
+    sizes = size[is_alloc]
+    delta_bytes = np.zeros(n, dtype=np.int64)
+    delta_bytes[is_alloc] = sizes.astype(np.int64)
+    delta_bytes[died] -= size[born].astype(np.int64)
+    delta_objects = is_alloc.astype(np.int64)
+    delta_objects[died] -= 1
+    live = np.cumsum(delta_bytes)
+    live_objects = np.cumsum(delta_objects)
+    clock = np.cumsum(is_alloc.astype(np.int64))
+    lifetimes = clock[died] - clock[born]
+
+    total_objects = int(np.count_nonzero(is_alloc))
+    total_bytes = int(sizes.sum(dtype=np.uint64)) if total_objects else 0
+    peak_bytes = int(live.max()) if n else 0
+    peak_objects = int(live_objects.max()) if n else 0
+    never_freed = total_objects - len(born)
+    releases = int(np.count_nonzero(is_release))
+
+    calls = {OPS.get(int(code), f"op {code}"): int(c)
+             for code, c in enumerate(np.bincount(op, minlength=17)) if c and code != OP_THREAD}
+
+    sites, site_counts = np.unique(ev["site"][is_alloc], return_counts=True)
+    order = np.argsort(-site_counts, kind="stable")[:top_sites]
+    site_bytes = {}
+    if total_objects:
+        idx = np.searchsorted(sites, ev["site"][is_alloc])
+        volume = np.bincount(idx, weights=sizes.astype(np.float64), minlength=len(sites))
+        site_bytes = {int(sites[i]): int(volume[i]) for i in order}
+    top = [{"site": f"{int(sites[i]):08x}", "objects": int(site_counts[i]),
+            "bytes": site_bytes.get(int(sites[i]), 0),
+            "average_size": site_bytes.get(int(sites[i]), 0) / max(1, int(site_counts[i]))}
+           for i in order]
+
+    # Memory profile: live bytes over allocation time, the maximum within each step so the
+    # peak survives the down-sampling.
+    profile = {"clock": [], "live_bytes": []}
+    if n:
+        steps = min(profile_points, n)
+        bounds = np.linspace(0, n, steps + 1).astype(np.int64)
+        bounds = np.unique(bounds)
+        starts = bounds[:-1]
+        profile["clock"] = [int(x) for x in clock[bounds[1:] - 1]]
+        profile["live_bytes"] = [int(x) for x in np.maximum.reduceat(live, starts)]
+
+    return {
+        "total_objects": total_objects,
+        "max_objects_in_use": peak_objects,
+        "average_size": total_bytes / total_objects if total_objects else 0.0,
+        "total_bytes": total_bytes,
+        "max_bytes_in_use": peak_bytes,
+        "total_over_max": total_bytes / peak_bytes if peak_bytes else 0.0,
+        "releases": releases,
+        "unmatched_releases": releases - len(died),
+        "failed_allocations": failed,
+        "live_objects_at_exit": int(live_objects[-1]) if n else 0,
+        "live_bytes_at_exit": int(live[-1]) if n else 0,
+        "threads": threads,
+        "call_sites": int(len(sites)),
+        "calls": calls,
+        "lifetime": {
+            "median": float(np.median(lifetimes)) if len(lifetimes) else None,
+            "mean": float(lifetimes.mean()) if len(lifetimes) else None,
+            "p90": float(np.percentile(lifetimes, 90)) if len(lifetimes) else None,
+            "never_freed": int(never_freed),
+        },
+        "size_histogram": size_histogram(sizes),
+        "lifetime_histogram": lifetime_histogram(lifetimes, never_freed),
+        "top_sites": top,
+        "profile": profile,
+    }
+
+
+def file_stats(path) -> dict:
+    t = read_trace(path)
+    stats = compute_stats(t.records)
+    stats["file"] = str(path)
+    stats["header"] = t.header
+    return stats

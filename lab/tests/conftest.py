@@ -1,0 +1,67 @@
+"""Shared fixtures: the repository's paths, the tracer, compiling test programs, running
+the `locus` command."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from locus_lab import trace
+from locus_lab.common import find_paths
+
+PROGS = Path(__file__).resolve().parent / "progs"
+
+
+@pytest.fixture(scope="session")
+def paths():
+    return find_paths()
+
+
+@pytest.fixture(scope="session")
+def cc():
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        pytest.skip("no C compiler")
+    return compiler
+
+
+@pytest.fixture(scope="session")
+def tracer(paths, cc):
+    return trace.tracer_library(paths)
+
+
+@pytest.fixture(scope="session")
+def build_prog(tmp_path_factory, cc):
+    """Compiles lab/tests/progs/<name> (C, or C++ for .cc) once per session."""
+    out_dir = tmp_path_factory.mktemp("progs")
+    built = {}
+
+    def build(name, *flags, source=None):
+        key = (name, flags)
+        if key not in built:
+            src = source or PROGS / name
+            exe = out_dir / (Path(name).stem + str(len(built)))
+            compiler = cc
+            if str(src).endswith(".cc"):
+                compiler = shutil.which("c++") or shutil.which("g++")
+                if not compiler:
+                    pytest.skip("no C++ compiler")
+            subprocess.run([compiler, *flags, "-o", str(exe), str(src), "-pthread"],
+                           check=True)
+            built[key] = exe
+        return built[key]
+
+    return build
+
+
+def run_locus(*args, cwd=None, env=None, timeout=600):
+    """Runs `python -m locus_lab ARGS` and returns the CompletedProcess (text)."""
+    full_env = dict(os.environ)
+    full_env.pop("LD_PRELOAD", None)
+    full_env["COLUMNS"] = "160"
+    if env:
+        full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "locus_lab", *map(str, args)], cwd=cwd,
+                          env=full_env, capture_output=True, text=True, timeout=timeout)
