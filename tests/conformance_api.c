@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -275,25 +276,36 @@ static void t_realloc_edge(void) {
   free(p);
 }
 
-/* Requests that cannot be satisfied: NULL with errno = ENOMEM, and the old block intact. */
-static void t_overflow(void) {
+/* Requests that cannot be satisfied: NULL with errno = ENOMEM (and for realloc the old block
+ * intact). Four sections, so that one allocator's miss does not hide the next. */
+static void t_enomem_malloc(void) {
   const size_t max = SIZE_MAX, pmax = (size_t)PTRDIFF_MAX;
   CHECK_ENOMEM(malloc(opaque_size(max)));
   CHECK_ENOMEM(malloc(opaque_size(pmax + 1)));
   CHECK_ENOMEM(malloc(opaque_size(pmax)));
   /* sizes whose rounding to a class, a page or an alignment overflows */
-  for (size_t k = 0; k <= 2 * page; k += (k < 64 ? 1 : 509)) {
-    CHECK_ENOMEM(malloc(opaque_size(max - k)));
+  for (size_t k = 0; k <= 2 * page; k += (k < 64 ? 1 : 509)) CHECK_ENOMEM(malloc(opaque_size(max - k)));
+  void *q = checked_malloc(100); /* the heap is fine afterwards */
+  free(q);
+}
+
+static void t_enomem_calloc(void) {
+  const size_t max = SIZE_MAX, pmax = (size_t)PTRDIFF_MAX;
+  for (size_t k = 0; k <= 2 * page; k += (k < 64 ? 1 : 509))
     CHECK_ENOMEM(calloc(1, opaque_size(max - k)));
-  }
-  /* calloc and reallocarray: element count times size overflows */
+  /* element count times element size overflows */
   CHECK_ENOMEM(calloc(opaque_size(max / 2), 3));
   CHECK_ENOMEM(calloc(opaque_size((size_t)1 << 32), (size_t)1 << 32));
   CHECK_ENOMEM(calloc(opaque_size(max), opaque_size(max)));
   CHECK_ENOMEM(calloc(opaque_size(pmax / 8 + 1), 16)); /* no overflow, but too big */
   CHECK_ENOMEM(reallocarray(NULL, opaque_size(max / 2), 3));
   CHECK_ENOMEM(reallocarray(NULL, opaque_size((size_t)1 << 33), (size_t)1 << 31));
+  void *q = checked_malloc(100);
+  free(q);
+}
 
+static void t_enomem_realloc(void) {
+  const size_t max = SIZE_MAX, pmax = (size_t)PTRDIFF_MAX;
   static const size_t olds[] = {24, 3000, 100000, 3 << 20};
   for (size_t i = 0; i < sizeof olds / sizeof *olds; i++) {
     size_t n = olds[i];
@@ -315,7 +327,11 @@ static void t_overflow(void) {
     CHECK_PATTERN(p, n, n);
     free(p);
   }
-  /* aligned and page-rounded entry points */
+}
+
+/* The aligned and page-rounded entry points: alignment padding and page rounding overflow. */
+static void t_enomem_aligned(void) {
+  const size_t max = SIZE_MAX, pmax = (size_t)PTRDIFF_MAX;
   void *m = (void *)0x1;
   CHECK_EQ(posix_memalign(&m, 64, opaque_size(max - 10)), ENOMEM);
   CHECK_EQ(posix_memalign(&m, 4096, opaque_size(max - 4000)), ENOMEM);
@@ -329,7 +345,6 @@ static void t_overflow(void) {
   CHECK_ENOMEM(pvalloc(opaque_size(max)));
   CHECK_ENOMEM(pvalloc(opaque_size(max - page + 2)));
   CHECK_ENOMEM(pvalloc(opaque_size(max - 2 * page)));
-  /* the heap is fine afterwards */
   void *q = checked_malloc(100);
   free(q);
 }
@@ -807,13 +822,100 @@ static void t_locus_api(void) {
   CHECK_EQ(L.check_heap(), 0);
 }
 
+/* A section for the runs below: a little allocation work, then a normal exit. */
+static void t_quiet_run(void) {
+  for (size_t i = 0; i < 2000; i++) {
+    void *p = checked_malloc(i * 37 % 70000);
+    free(p);
+  }
+}
+
+/* Runs this program's quiet_run section with one more environment entry (NULL: none) and every
+ * other LOCUS_* option removed; collects its stderr. Returns the exit status. */
+static int run_self(const char *extra, char *err, size_t len) {
+  int pfd[2];
+  CHECK(pipe(pfd) == 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    close(pfd[0]);
+    dup2(pfd[1], 2);
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 1);
+    extern char **environ;
+    /* drop LOCUS_* options the caller may have set (keep the suite's LOCUS_TEST_*) */
+    for (int again = 1; again;) {
+      again = 0;
+      for (char **e = environ; *e; e++)
+        if (!strncmp(*e, "LOCUS_", 6) && strncmp(*e, "LOCUS_TEST_", 11)) {
+          char name[128];
+          size_t n = strcspn(*e, "=");
+          if (n >= sizeof name) n = sizeof name - 1;
+          memcpy(name, *e, n);
+          name[n] = 0;
+          unsetenv(name);
+          again = 1;
+          break;
+        }
+    }
+    if (extra) putenv((char *)extra);
+    execl("/proc/self/exe", "conformance_api", "quiet_run", (char *)NULL);
+    _exit(127);
+  }
+  close(pfd[1]);
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < len && (r = read(pfd[0], err + got, len - 1 - got)) != 0) {
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    got += (size_t)r;
+  }
+  err[got] = 0;
+  close(pfd[0]);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The LOCUS_* options as a user sees them: silence by default, the verbose banner, statistics
+ * at exit, warnings for unknown names and bad values (SPEC §1 "Options people can check"). */
+static void t_locus_env(void) {
+  if (!have_locus) SECTION_SKIP("not a Locus library");
+  static char err[65536];
+  CHECK_EQ(run_self(NULL, err, sizeof err), 0);
+  CHECKF(err[0] == 0, "with no LOCUS_* options the library printed: %.300s", err);
+
+  CHECK_EQ(run_self("LOCUS_VERBOSE=1", err, sizeof err), 0);
+  CHECKF(strstr(err, L.variant()) && strstr(err, LOCUS_VERSION),
+         "LOCUS_VERBOSE=1 did not print the variant (%s) and version: %.300s", L.variant(), err);
+
+  CHECK_EQ(run_self("LOCUS_STATS=1", err, sizeof err), 0);
+  int lines = 0;
+  for (const char *c = err; *c; c++) lines += *c == '\n';
+  CHECKF(lines >= 3, "LOCUS_STATS=1 printed %d lines at exit: %.300s", lines, err);
+
+  CHECK_EQ(run_self("LOCUS_NO_SUCH_OPTION_XYZ=1", err, sizeof err), 0);
+  CHECKF(strstr(err, "LOCUS_NO_SUCH_OPTION_XYZ") != NULL,
+         "an unknown LOCUS_ option got no warning naming it: '%.300s'", err);
+
+  CHECK_EQ(run_self("LOCUS_DISCARD=no-such-policy", err, sizeof err), 0);
+  CHECKF(strstr(err, "LOCUS_DISCARD") != NULL,
+         "a bad value for LOCUS_DISCARD got no warning naming it: '%.300s'", err);
+}
+
 static const test_section_t sections[] = {
     {"alignment_sizes", t_alignment_sizes},
     {"malloc_zero", t_malloc_zero},
     {"calloc_reuse", t_calloc_reuse},
     {"realloc_content", t_realloc_content},
     {"realloc_edge", t_realloc_edge},
-    {"overflow_enomem", t_overflow},
+    {"enomem_malloc", t_enomem_malloc},
+    {"enomem_calloc", t_enomem_calloc},
+    {"enomem_realloc", t_enomem_realloc},
+    {"enomem_aligned", t_enomem_aligned},
     {"posix_memalign", t_posix_memalign},
     {"aligned_alloc_memalign", t_aligned_alloc_memalign},
     {"align_not_pow2", t_align_not_pow2},
@@ -826,6 +928,8 @@ static const test_section_t sections[] = {
     {"mallinfo2", t_mallinfo2},
     {"introspection", t_introspection},
     {"locus_api", t_locus_api},
+    {"locus_env", t_locus_env},
+    {"quiet_run", t_quiet_run},
 };
 
 int main(int argc, char **argv) {

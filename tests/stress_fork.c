@@ -43,6 +43,17 @@ static int usr1_in_workers; /* part "signal_any": the allocating threads take SI
 
 /* ---- watchdog ----------------------------------------------------------------------------- */
 
+/* Forks in progress in this process: lets the watchdog say whether the parent itself is stuck
+ * inside fork() (its atfork handlers waiting for a lock) or waiting for a child. */
+static atomic_int forks_in_progress;
+
+static pid_t traced_fork(void) {
+  atomic_fetch_add(&forks_in_progress, 1);
+  pid_t pid = fork();
+  if (pid != 0) atomic_fetch_sub(&forks_in_progress, 1);
+  return pid;
+}
+
 static void kill_children(void) {
   int n = atomic_load(&nchildren);
   for (int i = 0; i < n && i < MAX_CHILDREN; i++)
@@ -52,10 +63,11 @@ static void kill_children(void) {
 static void watchdog(int sig) {
   (void)sig;
   const char *part = current_part;
-  char msg[160];
+  char msg[200];
   int n = snprintf(msg, sizeof msg,
-                   "FAIL stress_fork: part '%s' hung (no progress for %d s); killing children\n",
-                   part, WATCHDOG_S);
+                   "FAIL stress_fork: part '%s' hung for %d s (%s); killing children\n", part,
+                   WATCHDOG_S, atomic_load(&forks_in_progress) ? "the parent is stuck in fork()"
+                                                              : "no fork in progress");
   if (n > 0 && write(2, msg, (size_t)n) < 0) {}
   kill_children();
   _exit(1);
@@ -77,6 +89,11 @@ static void reap(int i) {
   for (;;) {
     pid_t w = waitpid(pid, &st, WNOHANG);
     if (w == pid) break;
+    /* part signal_any: the main loop may have reaped (and checked) it before it was recorded */
+    if (w < 0 && errno == ECHILD) {
+      child_pids[i] = 0;
+      return;
+    }
     if (w < 0 && errno != EINTR) CHECKF(0, "waitpid(%d): %s", (int)pid, strerror(errno));
     if (test_now() > deadline) {
       kill_children();
@@ -193,7 +210,7 @@ static void part_alloc(void) {
   pthread_t th[2];
   start_threads(th, 2, allocator_thread);
   for (int k = 0; k < 200; k++) {
-    pid_t pid = fork();
+    pid_t pid = traced_fork();
     CHECKF(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {
       child_work((uint64_t)k, 300);
@@ -227,13 +244,13 @@ static void *stdio_thread(void *arg) {
               (int)(i * 7 % 300), 0);
     fflush(NULL);
     rewind(f);
-    int lines = 0;
+    /* No checks on what is read back: a child's fflush(NULL) writes out (or, for a stream in
+     * read mode, seeks) its copy of this FILE's buffer on the file description it shares with
+     * us, so lines may repeat or break. What matters is the malloc work getline does. */
+    long chars = 0;
     ssize_t n;
-    while ((n = getline(&line, &cap, f)) > 0) {
-      CHECK(line[n - 1] == '\n');
-      lines++;
-    }
-    CHECK(lines > 0);
+    while ((n = getline(&line, &cap, f)) > 0) chars += n;
+    (void)chars;
     if (++rounds % 20 == 0) {
       /* start over so the file stays small; getline's buffer is reallocated from scratch */
       fclose(f);
@@ -258,7 +275,7 @@ static void part_stdio(void) {
   CHECK(pthread_create(&th[2], NULL, allocator_thread, (void *)(uintptr_t)9) == 0);
   for (int k = 0; k < 100; k++) {
     fflush(NULL);
-    pid_t pid = fork();
+    pid_t pid = traced_fork();
     CHECKF(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {
       fflush(NULL);
@@ -282,7 +299,7 @@ static atomic_int forks_in_handler, fork_failures;
 static void usr1_handler(int sig) {
   (void)sig;
   int saved = errno;
-  pid_t pid = fork();
+  pid_t pid = traced_fork();
   if (pid == 0) {
     /* the child: one thread, whose parent was interrupted in a handler while other threads
      * were (possibly) inside malloc */

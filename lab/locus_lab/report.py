@@ -47,6 +47,13 @@ def fmt_frag(cell, is_base) -> str:
     return f"{cell['frag']:.2f}" if cell.get("frag") else "-"
 
 
+def fmt_count(n: float) -> str:
+    for threshold, divisor, unit in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if n >= threshold:
+            return f"{n / divisor:.1f} {unit}"
+    return f"{n:,.0f}"
+
+
 def fmt_cache(key):
     def fmt(cell, is_base):
         if cell.get("cache_status") not in (None, "ok"):
@@ -55,7 +62,7 @@ def fmt_cache(key):
         if value is None:
             return "-"
         if is_base:
-            return f"{value / 1e6:.1f} M"
+            return fmt_count(value)
         norm = cell.get(key + "_norm")
         return f"{norm:.2f}x" if norm else "-"
     return fmt
@@ -85,8 +92,8 @@ def tables(summary: dict) -> list:
     if any("instructions" in c for c in cells):
         for key, title in (("instructions", "Instructions"), ("l1_misses", "L1 misses"),
                            ("ll_misses", "Last-level cache misses")):
-            out.append((title + " (cachegrind)", f"{base} in millions, others as a multiple "
-                        f"of {base}", fmt_cache(key), key + "_norm"))
+            out.append((title + " (cachegrind)", f"one run each; {base} as a count, others "
+                        f"as a multiple of {base}", fmt_cache(key), key + "_norm"))
     return out
 
 

@@ -198,6 +198,10 @@ def run_once(argv: list, env: dict, cwd: str | None = None, timeout: float | Non
 # ---- cachegrind ------------------------------------------------------------------------------
 
 CACHEGRIND_EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
+# One fixed cache geometry (size, associativity, line), so results compare across machines
+# (cachegrind's own guess from the host can be odd on virtual machines): 32 KiB 8-way L1
+# instruction and data caches and an 8 MiB 16-way last-level cache, 64-byte lines.
+CACHEGRIND_CACHES = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
 
 
 def valgrind_available() -> bool:
@@ -237,8 +241,8 @@ def run_cachegrind(argv: list, env: dict, cwd: str | None, timeout: float | None
     """One run under valgrind's cachegrind (simulated L1 and last-level caches), following
     child processes; the counts of all processes are added up."""
     with tempfile.TemporaryDirectory(prefix="locus-cg-") as tmp:
-        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--trace-children=yes",
-               f"--cachegrind-out-file={tmp}/cg.%p", *argv]
+        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHEGRIND_CACHES,
+               "--trace-children=yes", f"--cachegrind-out-file={tmp}/cg.%p", *argv]
         result = run_once(cmd, env, cwd, timeout)
         totals: dict = {}
         desc = []

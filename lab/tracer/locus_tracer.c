@@ -253,105 +253,135 @@ static void ensure_open(void) {
   pthread_mutex_unlock(&open_lock);
 }
 
-/* ---- summary mode: live bytes by address, in an mmap'd open-addressing table ------------- */
+/* ---- summary mode: live bytes by address, in mmap'd open-addressing tables --------------
+ * The address space is split over STRIPES tables, each under its own mutex, so threads
+ * rarely wait for each other; the live totals are global atomics, and every change to them
+ * happens while the block's stripe is locked, before a release reaches the allocator and
+ * after an allocation returns, so their sequence is one the program could have produced and
+ * the peak is exact. */
 
-struct slot { uint64_t addr, size; };
-static struct slot *table;
-static size_t table_cap, table_used;
-static atomic_flag table_lock = ATOMIC_FLAG_INIT;
-static uint64_t sum_live, sum_peak_live, sum_objects, sum_peak_objects;
-static uint64_t sum_allocs, sum_frees, sum_bytes, sum_unknown_frees, sum_failed;
-
-static void lock_table(void) { while (atomic_flag_test_and_set_explicit(&table_lock, memory_order_acquire)) {} }
-static void unlock_table(void) { atomic_flag_clear_explicit(&table_lock, memory_order_release); }
+#define STRIPES 64
+struct stripe {
+  pthread_mutex_t lock;
+  struct slot { uint64_t addr, size; } *table;
+  size_t cap, used;
+  uint64_t allocs, frees, bytes, unknown_frees;
+} __attribute__((aligned(64)));
+static struct stripe stripes[STRIPES];
+static _Atomic int64_t sum_live, sum_objects;
+static _Atomic uint64_t sum_peak_live, sum_peak_objects, sum_failed;
 
 static size_t slot_of(uint64_t addr, size_t cap) {
   return (size_t)((addr >> 4) * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
 }
 
-static bool table_grow(void) {
-  size_t cap = table_cap ? table_cap * 2 : (1u << 16);
+static struct stripe *stripe_of(uint64_t addr) {
+  return &stripes[((addr >> 4) * 0xD6E8FEB86659FD93ull >> 58) & (STRIPES - 1)];
+}
+
+static void raise_peak(_Atomic uint64_t *peak, int64_t value) {
+  uint64_t v = value > 0 ? (uint64_t)value : 0, old = atomic_load_explicit(peak, memory_order_relaxed);
+  while (v > old && !atomic_compare_exchange_weak(peak, &old, v)) {}
+}
+
+static void add_live(int64_t bytes, int64_t objects) {
+  int64_t live = atomic_fetch_add(&sum_live, bytes) + bytes;
+  int64_t count = atomic_fetch_add(&sum_objects, objects) + objects;
+  if (bytes > 0) raise_peak(&sum_peak_live, live);
+  if (objects > 0) raise_peak(&sum_peak_objects, count);
+}
+
+static bool stripe_grow(struct stripe *st) {
+  size_t cap = st->cap ? st->cap * 2 : 1024;
   struct slot *t = mmap(NULL, cap * sizeof *t, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (t == MAP_FAILED) return false;
-  for (size_t i = 0; i < table_cap; i++) {
-    if (!table[i].addr) continue;
-    size_t j = slot_of(table[i].addr, cap);
+  for (size_t i = 0; i < st->cap; i++) {
+    if (!st->table[i].addr) continue;
+    size_t j = slot_of(st->table[i].addr, cap);
     while (t[j].addr) j = (j + 1) & (cap - 1);
-    t[j] = table[i];
+    t[j] = st->table[i];
   }
-  if (table) munmap(table, table_cap * sizeof *table);
-  table = t;
-  table_cap = cap;
+  if (st->table) munmap(st->table, st->cap * sizeof *st->table);
+  st->table = t;
+  st->cap = cap;
   return true;
 }
 
-static void summary_alloc(uint64_t addr, uint64_t size) {
-  if (!addr) { sum_failed++; return; }
-  sum_allocs++;
-  sum_bytes += size;
-  if (2 * (table_used + 1) > table_cap && !table_grow()) { atomic_store(&broken, true); return; }
-  size_t j = slot_of(addr, table_cap);
-  while (table[j].addr && table[j].addr != addr) j = (j + 1) & (table_cap - 1);
-  if (table[j].addr) { /* an address handed out twice: we missed its free */
-    sum_live -= table[j].size;
-    sum_objects--;
+/* Both run with the stripe of `addr` locked. */
+static void stripe_insert(struct stripe *st, uint64_t addr, uint64_t size) {
+  st->allocs++;
+  st->bytes += size;
+  if (2 * (st->used + 1) > st->cap && !stripe_grow(st)) { atomic_store(&broken, true); return; }
+  size_t j = slot_of(addr, st->cap);
+  while (st->table[j].addr && st->table[j].addr != addr) j = (j + 1) & (st->cap - 1);
+  if (st->table[j].addr) { /* handed out twice: we missed its release */
+    add_live(-(int64_t)st->table[j].size, -1);
   } else {
-    table_used++;
+    st->used++;
   }
-  table[j].addr = addr;
-  table[j].size = size;
-  sum_live += size;
-  sum_objects++;
-  if (sum_live > sum_peak_live) sum_peak_live = sum_live;
-  if (sum_objects > sum_peak_objects) sum_peak_objects = sum_objects;
+  st->table[j].addr = addr;
+  st->table[j].size = size;
+  add_live((int64_t)size, 1);
 }
 
-static void summary_free(uint64_t addr) {
-  sum_frees++;
-  if (!table_cap) { sum_unknown_frees++; return; }
-  size_t mask = table_cap - 1, j = slot_of(addr, table_cap);
-  while (table[j].addr && table[j].addr != addr) j = (j + 1) & mask;
-  if (!table[j].addr) { sum_unknown_frees++; return; }
-  sum_live -= table[j].size;
-  sum_objects--;
-  table_used--;
+static void stripe_remove(struct stripe *st, uint64_t addr) {
+  st->frees++;
+  if (!st->cap) { st->unknown_frees++; return; }
+  size_t mask = st->cap - 1, j = slot_of(addr, st->cap);
+  while (st->table[j].addr && st->table[j].addr != addr) j = (j + 1) & mask;
+  if (!st->table[j].addr) { st->unknown_frees++; return; }
+  add_live(-(int64_t)st->table[j].size, -1);
+  st->used--;
   /* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
   size_t hole = j;
-  for (size_t k = (j + 1) & mask; table[k].addr; k = (k + 1) & mask) {
-    size_t home = slot_of(table[k].addr, table_cap);
+  for (size_t k = (j + 1) & mask; st->table[k].addr; k = (k + 1) & mask) {
+    size_t home = slot_of(st->table[k].addr, st->cap);
     bool movable = hole <= k ? (home <= hole || home > k) : (home <= hole && home > k);
     if (movable) {
-      table[hole] = table[k];
+      st->table[hole] = st->table[k];
       hole = k;
     }
   }
-  table[hole].addr = 0;
-  table[hole].size = 0;
+  st->table[hole].addr = 0;
+  st->table[hole].size = 0;
 }
 
-static void summary_event_locked(uint8_t op, uint64_t addr, uint64_t size) {
-  if (op == OP_FREE || op == OP_DELETE || op == OP_DELETE_ARRAY || op == OP_REALLOC_FREE)
-    summary_free(addr);
-  else if (op != OP_THREAD)
-    summary_alloc(addr, size);
+static bool is_release(uint8_t op) {
+  return op == OP_FREE || op == OP_DELETE || op == OP_DELETE_ARRAY || op == OP_REALLOC_FREE;
 }
 
 static void summary_event(uint8_t op, uint64_t addr, uint64_t size) {
-  lock_table();
-  summary_event_locked(op, addr, size);
-  unlock_table();
+  if (op == OP_THREAD) return;
+  if (!addr) { if (!is_release(op)) atomic_fetch_add(&sum_failed, 1); return; }
+  struct stripe *st = stripe_of(addr);
+  pthread_mutex_lock(&st->lock);
+  if (is_release(op)) stripe_remove(st, addr);
+  else stripe_insert(st, addr, size);
+  pthread_mutex_unlock(&st->lock);
 }
+
+static void lock_all_stripes(void) { for (int i = 0; i < STRIPES; i++) pthread_mutex_lock(&stripes[i].lock); }
+static void unlock_all_stripes(void) { for (int i = STRIPES; i-- > 0;) pthread_mutex_unlock(&stripes[i].lock); }
 
 static void summary_write(void) {
   ensure_open();
   if (trace_fd < 0) return;
+  uint64_t allocs = 0, frees = 0, bytes = 0, unknown = 0;
+  for (int i = 0; i < STRIPES; i++) {
+    allocs += stripes[i].allocs;
+    frees += stripes[i].frees;
+    bytes += stripes[i].bytes;
+    unknown += stripes[i].unknown_frees;
+  }
+  int64_t live = atomic_load(&sum_live), objects = atomic_load(&sum_objects);
   static const char *const names[] = {
     "peak_live_bytes", "peak_live_objects", "allocations", "frees", "bytes_allocated",
     "live_bytes_at_exit", "live_objects_at_exit", "unknown_frees", "failed_allocations",
     "pid", "ppid"};
-  uint64_t values[] = {sum_peak_live, sum_peak_objects, sum_allocs, sum_frees, sum_bytes,
-                       sum_live, sum_objects, sum_unknown_frees, sum_failed,
+  uint64_t values[] = {atomic_load(&sum_peak_live), atomic_load(&sum_peak_objects), allocs,
+                       frees, bytes, live > 0 ? (uint64_t)live : 0,
+                       objects > 0 ? (uint64_t)objects : 0, unknown, atomic_load(&sum_failed),
                        (uint64_t)getpid(), (uint64_t)getppid()};
   char line[128];
   static const char head[] = "locus-trace-summary 1\n";
@@ -479,10 +509,10 @@ static void emit(uint64_t seq, uint8_t op, uint8_t aux, const void *addr, uint64
 
 /* ---- set-up, fork, exit ------------------------------------------------------------------ */
 
-static void atfork_prepare(void) { if (mode == MODE_SUMMARY) lock_table(); }
-static void atfork_parent(void) { if (mode == MODE_SUMMARY) unlock_table(); }
+static void atfork_prepare(void) { if (mode == MODE_SUMMARY) lock_all_stripes(); }
+static void atfork_parent(void) { if (mode == MODE_SUMMARY) unlock_all_stripes(); }
 static void atfork_child(void) {
-  if (mode == MODE_SUMMARY) unlock_table();
+  if (mode == MODE_SUMMARY) unlock_all_stripes();
   if (mode == MODE_OFF) return;
   /* Only this thread exists now, and the parent writes its own records: drop the copies. */
   for (uint32_t i = 0; i < MAX_BUFFERS; i++) {
@@ -525,6 +555,7 @@ __attribute__((constructor)) static void tracer_init(void) {
     const char *m = getenv("LOCUS_TRACE_MODE");
     strcpy(trace_path, path);
     int md = (m && strcmp(m, "summary") == 0) ? MODE_SUMMARY : MODE_EVENTS;
+    for (int i = 0; i < STRIPES; i++) pthread_mutex_init(&stripes[i].lock, NULL);
     pthread_key_create(&exit_key, thread_exit);
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     mode = md;
@@ -538,9 +569,9 @@ __attribute__((destructor)) static void tracer_fini(void) {
   bool was_busy = ts.busy;
   ts.busy = true;
   if (mode == MODE_SUMMARY) {
-    lock_table();
+    lock_all_stripes();
     summary_write();
-    unlock_table();
+    unlock_all_stripes();
   } else {
     for (uint32_t i = 0; i < MAX_BUFFERS; i++) {
       struct tbuf *b = atomic_load(&buffers[i]);
@@ -615,27 +646,25 @@ static void *boot_realloc(void *old, size_t size) {
 
 /* realloc and reallocarray. The old block is released (REALLOC_FREE, numbered before the
  * call) when the call succeeds, or when it was realloc(p, 0) returning NULL (glibc frees p
- * then); the new block is recorded like any allocation. In summary mode the table stays
- * locked across the call, so no other thread can be handed the old block before it leaves
- * the table. */
+ * then); the new block is recorded like any allocation. In summary mode the old block's
+ * stripe stays locked across the call, so no other thread can be handed the old block before
+ * it leaves the table; the new block's stripe is locked only afterwards (one lock at a time:
+ * no lock order to get wrong). */
 static void *traced_realloc(void *old, size_t n, size_t size, bool array, uint32_t site) {
   size_t total;
   if (!array) total = size;
   else if (__builtin_mul_overflow(n, size, &total)) total = SIZE_MAX;
   uint8_t op = array ? OP_REALLOCARRAY : OP_REALLOC;
-  bool summary = mode == MODE_SUMMARY;
-  if (summary) lock_table();
+  struct stripe *st = mode == MODE_SUMMARY && old ? stripe_of((uint64_t)(uintptr_t)old) : NULL;
+  if (st) pthread_mutex_lock(&st->lock);
   uint64_t seq = take_seq();
   void *p = array ? real_reallocarray(old, n, size) : real_realloc(old, size);
   if (old && (p || total == 0)) {
-    if (summary) summary_event_locked(OP_REALLOC_FREE, (uint64_t)(uintptr_t)old, 0);
+    if (st) stripe_remove(st, (uint64_t)(uintptr_t)old);
     else emit(seq, OP_REALLOC_FREE, 0, old, 0, site);
   }
-  if (p || total != 0 || !old) {
-    if (summary) summary_event_locked(op, (uint64_t)(uintptr_t)p, total);
-    else emit(take_seq(), op, 0, p, total, site);
-  }
-  if (summary) unlock_table();
+  if (st) pthread_mutex_unlock(&st->lock);
+  if (p || total != 0 || !old) emit(take_seq(), op, 0, p, total, site);
   return p;
 }
 

@@ -58,7 +58,10 @@ static void design_heap_init(heap_t *h) {
   for (int c = 0; c < PHK_MAX_CLASSES; c++) h->d.avail[c] = &phk_none;
 }
 
-static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_marker_cookie; }
+/* The reap pages' double-free marker: see phk.h for why the page's serial is in it. */
+static inline uintptr_t free_marker(const desc_t *pg, const void *p) {
+  return (uintptr_t)p ^ free_marker_cookie ^ (uintptr_t)pg->aux << 32;
+}
 #define REMOTE_MARK 1u   /* a remote free's marker differs in bit 0 from a local free's */
 
 /* ---- page lists ---------------------------------------------------------------------------- */
@@ -80,9 +83,11 @@ static void phk_avail_unlink(heap_t *h, desc_t *pg) {
   if (pg->next) pg->next->prev = pg->prev;
 }
 
-static inline bool phk_has_free(const desc_t *pg) {
-  if (cfg_phk_reap) return pg->u.blk.bump < pg->u.blk.end || pg->u.blk.free;
-  return pg->used < phk_class_info[pg->cls].capacity;
+/* The head page just handed out its last free chunk: off the list, flagged full (PHKmalloc
+ * unlinks a page the same way when its free count reaches 0). */
+static NOINLINE void phk_page_full(heap_t *h, desc_t *pg) {
+  phk_avail_unlink(h, pg);
+  pg->flags |= FLAG_FULL;
 }
 
 static desc_t *phk_page_new(heap_t *h, unsigned cls) {
@@ -95,7 +100,7 @@ static desc_t *phk_page_new(heap_t *h, unsigned cls) {
   pg->kind = KIND_PHK_PAGE;
   pg->cls = (uint8_t)cls;
   pg->obj_size = (uint32_t)size;
-  pg->aux = phk_classes.recip[cls];
+  pg->aux = cfg_phk_reap ? ++h->d.serial : phk_classes.recip[cls];
   pg->used = 0;
   pg->flags = clean ? FLAG_CLEAN : 0;
   if (cfg_phk_reap) {
@@ -124,9 +129,11 @@ static desc_t *phk_page_new(heap_t *h, unsigned cls) {
 
 /* ---- allocation ---------------------------------------------------------------------------- */
 
-/* The first free chunk of a bitmap page (NULL if none), marked in use. The search is the
- * mechanism phk and phk-hw compare; the words it inspected go to the statistics. */
-static ALWAYS_INLINE void *phk_take_bit(heap_t *h, desc_t *pg) {
+/* The first free chunk of a bitmap page (NULL if none), marked in use; *full tells whether it
+ * was the last one. The search is the mechanism phk and phk-hw compare; the words it inspected
+ * go to the statistics. phk-hw also asks its summary word whether the page is now full (the
+ * OR-tree's answer); phk counts. */
+static ALWAYS_INLINE void *phk_take_bit(heap_t *h, desc_t *pg, bool *full) {
   phk_word_t *w = phk_bits(pg);
   unsigned inspected;
   int i = cfg_phk_summary ? bits_find_summary(*phk_summary(pg), (const uint64_t *)w, &inspected)
@@ -134,7 +141,12 @@ static ALWAYS_INLINE void *phk_take_bit(heap_t *h, desc_t *pg) {
   if (unlikely(i < 0)) return NULL;
   phk_word_t *wi = &w[i >> 6];
   *wi &= ~(1ull << (i & 63));
-  if (cfg_phk_summary && !*wi) *phk_summary(pg) &= ~(1ull << (i >> 6));
+  if (cfg_phk_summary) {
+    if (!*wi) *phk_summary(pg) &= ~(1ull << (i >> 6));
+    *full = *phk_summary(pg) == 0;
+  } else {
+    *full = pg->used + 1u == phk_class_info[pg->cls].capacity;
+  }
   h->stats.search_words += inspected;
   h->stats.searches++;
   if (unlikely(inspected > h->stats.search_words_max)) h->stats.search_words_max = inspected;
@@ -142,66 +154,73 @@ static ALWAYS_INLINE void *phk_take_bit(heap_t *h, desc_t *pg) {
 }
 
 /* Reap allocation: bump while the page has untouched chunks, then its free list. */
-static ALWAYS_INLINE void *phk_take_reap(desc_t *pg, bool zero) {
+static ALWAYS_INLINE void *phk_take_reap(desc_t *pg, bool zero, bool *full) {
   char *p = pg->u.blk.bump;
   if (likely(p < pg->u.blk.end)) {
     pg->u.blk.bump = p + pg->obj_size;
     *(void **)(p + pg->marker_off) = NULL;
     if (zero && !(pg->flags & FLAG_CLEAN)) memset(p, 0, pg->obj_size);
-    return p;
-  }
-  if (likely((p = pg->u.blk.free) != NULL)) {
+  } else if (likely((p = pg->u.blk.free) != NULL)) {
     pg->u.blk.free = *(void **)p;
     *(void **)(p + pg->marker_off) = NULL;
     if (zero) memset(p, 0, pg->obj_size);
+  } else {
+    return NULL;
   }
+  *full = pg->u.blk.bump >= pg->u.blk.end && !pg->u.blk.free;
   return p;
 }
 
 static void *phk_alloc_small(heap_t *h, unsigned cls, bool zero);
 
-/* The head page of the class has no free chunk: retire full pages at the head (FLAG_FULL, on no
- * list), take the next page with free chunks or a new page, and allocate from it. */
+/* The class has no page with a free chunk: take back what other threads freed, and if that
+ * gives the class no page either, make a new one. */
 static NOINLINE void *phk_alloc_slow(heap_t *h, unsigned cls, bool zero) {
   if (h == &heap_empty) {
     if (!(h = heap_acquire())) return NULL;
     return phk_alloc_small(h, cls, zero);
   }
   heap_collect(h);
-  for (;;) {
-    desc_t *pg = h->d.avail[cls];
-    if (pg == &phk_none) {
-      if (!phk_page_new(h, cls)) return NULL;
-      break;
-    }
-    if (phk_has_free(pg)) break;
-    phk_avail_unlink(h, pg);
-    pg->flags |= FLAG_FULL;
-  }
+  if (h->d.avail[cls] == &phk_none && !phk_page_new(h, cls)) return NULL;
   heap_debug_tick(h);
   return phk_alloc_small(h, cls, zero);
 }
 
+/* Every page on the list has a free chunk, so only an empty list (phk_none) fails. */
 static ALWAYS_INLINE void *phk_alloc_small(heap_t *h, unsigned cls, bool zero) {
   desc_t *pg = h->d.avail[cls];
+  bool full;
   char *p;
   if (cfg_phk_reap) {
-    p = phk_take_reap(pg, zero);
+    p = phk_take_reap(pg, zero, &full);
   } else {
-    p = phk_take_bit(h, pg);
+    p = phk_take_bit(h, pg, &full);
     if (zero && p) memset(p, 0, pg->obj_size);   /* a chunk's history is not tracked */
   }
   if (unlikely(!p)) return phk_alloc_slow(h, cls, zero);
   pg->used++;
+  if (unlikely(full)) phk_page_full(h, pg);
   h->stats.malloc_calls++;
   h->stats.bytes_allocated += pg->obj_size;
   return p;
 }
 
-/* Small requests: a chunk of the size class; from half a page up: whole pages (core). */
-static inline void *phk_alloc(heap_t *h, size_t size, bool zero) {
-  if (likely(size < phk_small_limit)) return phk_alloc_small(h, sizeclass_of(&phk_classes, size), zero);
+static void *phk_alloc(heap_t *h, size_t size, bool zero);
+
+/* From half a page up: whole pages (core). A thread's first call comes here whatever its size
+ * when it is the process's first call too: the limit is 0 until start-up has run. */
+static NOINLINE void *phk_alloc_pages(heap_t *h, size_t size, bool zero) {
+  if (h == &heap_empty) {
+    if (!(h = heap_acquire())) return NULL;
+    return phk_alloc(h, size, zero);
+  }
   return huge_alloc(h, size, 0, zero);
+}
+
+/* Small requests: a chunk of the size class; from half a page up: whole pages. */
+static ALWAYS_INLINE void *phk_alloc(heap_t *h, size_t size, bool zero) {
+  if (likely(size < phk_small_limit)) return phk_alloc_small(h, sizeclass_of(&phk_classes, size), zero);
+  return phk_alloc_pages(h, size, zero);
 }
 
 #define design_alloc phk_alloc
@@ -210,6 +229,7 @@ static inline void *phk_alloc(heap_t *h, size_t size, bool zero) {
  * boundary and chunk i starts at i * size): with power-of-two classes, the class of
  * max(size, align). Larger alignments get a page run aligned in the page manager. */
 static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zero) {
+  if (h == &heap_empty && !(h = heap_acquire())) return NULL;   /* start-up sets the classes */
   if (size < phk_small_limit)
     for (unsigned c = sizeclass_of(&phk_classes, size); c < phk_classes.count; c++)
       if (phk_classes.size[c] % align == 0) return phk_alloc_small(h, c, zero);
@@ -231,12 +251,13 @@ static void phk_page_empty(heap_t *h, desc_t *pg);
 static ALWAYS_INLINE void phk_free_chunk(heap_t *h, desc_t *pg, void *p, const char *call) {
   if (cfg_phk_reap) {
     size_t off = (size_t)((char *)p - desc_start(pg));
-    if (unlikely(divide_exact(off, pg->obj_size, pg->aux) < 0 || (char *)p >= pg->u.blk.bump))
-      locus_fatal(call, "invalid pointer", p);
+    if (unlikely(sizeclass_index(&phk_classes, pg->cls, off) < 0)) locus_fatal(call, "invalid pointer", p);
+    /* beyond bump: never handed out, or freed before the page went back to bump mode */
+    if (unlikely((char *)p >= pg->u.blk.bump)) locus_fatal(call, "double free or invalid pointer", p);
     uintptr_t *w = p;
-    if (pg->marker_off ? w[1] == free_marker(p) : p == pg->u.blk.free) locus_fatal(call, "double free", p);
+    if (pg->marker_off ? w[1] == free_marker(pg, p) : p == pg->u.blk.free) locus_fatal(call, "double free", p);
     w[0] = (uintptr_t)pg->u.blk.free;
-    if (pg->marker_off) w[1] = free_marker(p);
+    if (pg->marker_off) w[1] = free_marker(pg, p);
     pg->u.blk.free = p;
   } else {
     long i = phk_chunk_index(pg, (size_t)((char *)p - phk_start(pg)));
@@ -293,8 +314,8 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
     if (sizeclass_index(&phk_classes, d->cls, off) < 0) locus_fatal(call, "invalid pointer", p);
     if (d->marker_off) {
       uintptr_t *w = p;
-      if ((w[1] | REMOTE_MARK) == (free_marker(p) | REMOTE_MARK)) locus_fatal(call, "double free", p);
-      w[1] = free_marker(p) ^ REMOTE_MARK;
+      if ((w[1] | REMOTE_MARK) == (free_marker(d, p) | REMOTE_MARK)) locus_fatal(call, "double free", p);
+      w[1] = free_marker(d, p) ^ REMOTE_MARK;
     }
   } else {
     long i = phk_chunk_index(d, (size_t)((char *)p - desc_start(d)));
@@ -350,7 +371,7 @@ static size_t phk_check_page(heap_t *h, desc_t *pg) {
   if (cls >= phk_classes.count) return bad;
   const phk_class_t *k = &phk_class_info[cls];
   char *start = desc_start(pg);
-  CHECK(pg->obj_size == phk_classes.size[cls] && pg->aux == phk_classes.recip[cls]);
+  CHECK(pg->obj_size == phk_classes.size[cls] && (cfg_phk_reap || pg->aux == phk_classes.recip[cls]));
   size_t nfree = 0;
   if (cfg_phk_reap) {
     CHECK(pg->u.blk.end == start + (size_t)k->capacity * pg->obj_size);
@@ -392,6 +413,7 @@ static size_t design_check(heap_t *h) {
     CHECK(pg->prev == NULL);
     for (; pg; pg = pg->next) {
       CHECK(pg->kind == KIND_PHK_PAGE && pg->cls == c && !(pg->flags & FLAG_FULL));
+      CHECK(pg->used < phk_class_info[c].capacity);            /* a listed page has room */
       CHECK(!pg->next || (pg->next > pg && pg->next->prev == pg));
       listed++;
     }

@@ -33,7 +33,8 @@
  *   u.any[1]          the summary word (phk-hw only)
  *   u.any[2]          the bitmap, when one word holds it (chunks of 64 B and more on 4 KiB pages)
  *   marker_off        bitmap words; aux8: chunks the in-page bitmap occupies
- * reap variants: u.blk {free, bump, end}, marker_off = offset of the double-free marker word.
+ * reap variants: u.blk {free, bump, end}, marker_off = offset of the double-free marker word,
+ *   aux = the page's serial instead (the division reads the class table's reciprocal).
  *
  * Where the bitmap lives: in the descriptor when it is one word, else at the start of the page
  * itself (PHKmalloc puts its page-info header there for small chunks), taking the first chunks:
@@ -42,14 +43,18 @@
  *
  * Invariants (checked by design_check):
  *  - avail[c] is &phk_none when empty, else a NULL-terminated list of pages of class c sorted by
- *    increasing address, none FLAG_FULL. The head may have just run out of chunks: the slow path
- *    retires such pages (FLAG_FULL, on no list) when a search at the head fails.
+ *    increasing address, each with a free chunk. Allocation takes the head's first free chunk;
+ *    a page that gives out its last one leaves the list at once and is flagged FLAG_FULL.
  *  - A page on no list is FLAG_FULL and has no free chunk.
  *  - bitmap: bit i is 1 iff chunk i is free; bits of the in-page bitmap's chunks and bits past
  *    the last chunk are 0; used + (bits set) == capacity.
  *  - phk-hw: summary bit j is 1 iff bitmap word j is non-zero.
  *  - reap: used + (chunks on the free list) + (chunks beyond bump) == capacity; a freed chunk of
- *    16 B or more holds (address ^ cookie) in its second word (the cheap double-free test).
+ *    16 B or more holds (address ^ cookie ^ serial << 32) in its second word (the cheap
+ *    double-free test). The serial is new each time a page becomes a chunk page: a marker left
+ *    in memory that later serves as a page run (never cleared) may be copied about by realloc
+ *    of the bytes a program never wrote, and must not match when it lands on the same address
+ *    in a later chunk page.
  */
 #ifndef LOCUS_PHK_H
 #define LOCUS_PHK_H
@@ -79,6 +84,7 @@ enum { KIND_PHK_PAGE = KIND_DESIGN };
 
 typedef struct design_heap {
   desc_t *avail[PHK_MAX_CLASSES];   /* per class: pages with free chunks, by address */
+  uint32_t serial;                  /* reap: chunk pages made so far (salts the markers) */
 } design_heap_t;
 
 /* The empty list: reads as a page with no free chunk (no bitmap words, summary 0, bump == end,
