@@ -7,10 +7,15 @@
  *   3. burst: many short-lived 8..16-byte objects (cfrac's bignum digits) allocated in bursts of
  *             1..64 and freed in reverse order, 1 M objects.
  * Every object is written when allocated and checked before it is freed. Work grows linearly
- * with the scale; one unit is about 4.4 M allocations.
+ * with the scale; one unit is about 3.3 M allocations.
  *
- * usage: smallobj [scale]
+ * usage: smallobj [scale [min max]]
+ * With a size range, churn and burst take every size from [min, max] (8 <= min <= max <= 4096)
+ * and the tree is left out: one chunk size at a time, e.g. to see how a bitmap search's cost
+ * depends on the number of chunks per page.
  */
+#include <stdbool.h>
+
 #include "bench_util.h"
 
 enum {
@@ -39,9 +44,26 @@ static uint64_t tree_sum_free(node *n) {
 
 typedef struct { unsigned char *p; uint32_t size; uint64_t tag; } slot;
 
+#define USAGE "[scale [min max]]"
+
 int main(int argc, char **argv) {
   bench_name = "smallobj";
-  long scale = bench_scale_arg(argc, argv, 1, "[scale]");
+  long scale = bench_scale_arg(argc, argv, 1, USAGE);
+  uint64_t churn_lo = 8, churn_hi = 48, burst_lo = 8, burst_hi = 16;
+  bool tree = argc < 4;
+  if (argc == 3 || argc > 4) {
+    fprintf(stderr, "usage: smallobj %s\n", USAGE);
+    return 2;
+  }
+  if (argc == 4) {
+    char *e1, *e2;
+    churn_lo = burst_lo = strtoull(argv[2], &e1, 10);
+    churn_hi = burst_hi = strtoull(argv[3], &e2, 10);
+    if (*e1 || *e2 || churn_lo < 8 || churn_lo > churn_hi || churn_hi > 4096) {
+      fprintf(stderr, "smallobj: bad size range '%s %s' (8 <= min <= max <= 4096)\n", argv[2], argv[3]);
+      return 2;
+    }
+  }
   bench_rng rng;
   bench_rng_seed(&rng, 0x5a11);
   uint64_t serial = 0, sum = 0, allocs = 0;
@@ -52,14 +74,16 @@ int main(int argc, char **argv) {
 
   for (long round = 0; round < scale; round++) {
     /* 1. tree */
-    uint64_t before = serial;
-    node *root = tree_build(TREE_DEPTH, &serial);
-    sum = bench_fold(sum, tree_sum_free(root));
-    allocs += serial - before;
+    if (tree) {
+      uint64_t before = serial;
+      node *root = tree_build(TREE_DEPTH, &serial);
+      sum = bench_fold(sum, tree_sum_free(root));
+      allocs += serial - before;
+    }
 
     /* 2. churn */
     for (uint32_t i = 0; i < LIVE; i++) {
-      size_t n = (size_t)bench_rng_range(&rng, 8, 48);
+      size_t n = (size_t)bench_rng_range(&rng, churn_lo, churn_hi);
       live[i].p = bench_malloc(n);
       live[i].size = (uint32_t)n;
       live[i].tag = bench_mix(++serial);
@@ -70,7 +94,7 @@ int main(int argc, char **argv) {
       bench_check(s->p, s->size, s->tag, "object", serial);
       sum = bench_fold(sum, s->tag);
       free(s->p);
-      size_t n = (size_t)bench_rng_range(&rng, 8, 48);
+      size_t n = (size_t)bench_rng_range(&rng, churn_lo, churn_hi);
       s->p = bench_malloc(n);
       s->size = (uint32_t)n;
       s->tag = bench_mix(++serial);
@@ -86,7 +110,7 @@ int main(int argc, char **argv) {
     for (uint64_t done = 0; done < BURST_OBJECTS;) {
       int k = (int)bench_rng_range(&rng, 1, 64);
       for (int i = 0; i < k; i++) {
-        sizes[i] = (size_t)bench_rng_range(&rng, 8, 16);
+        sizes[i] = (size_t)bench_rng_range(&rng, burst_lo, burst_hi);
         stack[i] = bench_malloc(sizes[i]);
         tags[i] = bench_mix(++serial);
         bench_fill(stack[i], sizes[i], tags[i]);

@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip the fragmentation trace")
     c.add_argument("--baseline", metavar="NAME", help="normalise to this allocator "
                    "(default glibc)")
+    c.add_argument("--budget", type=float, metavar="MINUTES",
+                   help="stop adding repetitions when the next would end after this long "
+                   "(default: 14 for the default suite without -r; 0: no limit)")
     c.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS",
                    help="end a run that takes longer (default 600)")
     c.add_argument("--name", help="workload name for COMMAND (default: the program's name)")
@@ -143,6 +146,7 @@ def main(argv: list | None = None) -> int:
                 repetitions=args.repetitions, quick=args.quick, output=args.output,
                 cache=args.cache, frag=args.frag, timeout=args.timeout,
                 build_dir=args.build_dir, baseline=args.baseline, plots=args.plots,
+                budget_min=args.budget,
                 command=command, name=args.name, argv=argv)
             return run_compare(opts, console)
         if command and args.command != "trace":

@@ -30,6 +30,8 @@ from .common import LabError, find_paths, human_bytes
 
 CACHEGRIND_SLOWDOWN = 60    # cachegrind runs a program about this many times slower
 TRACE_SLOWDOWN = 3
+DEFAULT_BUDGET_MIN = 14     # the default suite with default repetitions stops adding
+                            # repetitions when the next one would end past this
 
 
 @dataclass
@@ -45,6 +47,7 @@ class CompareOptions:
     build_dir: str | None = None
     baseline: str | None = None
     plots: bool = True
+    budget_min: float | None = None             # None: 14 min for the default suite
     command: list = field(default_factory=list)
     name: str | None = None
     argv: list = field(default_factory=list)     # the lab's own command line, for the report
@@ -82,7 +85,7 @@ def _rotate(items: list, k: int) -> list:
     return items[k:] + items[:k]
 
 
-def _choose_allocators(opts, paths, console) -> tuple[list, alloc_mod.Discovery, list]:
+def _choose_allocators(opts, paths) -> tuple[list, alloc_mod.Discovery, list]:
     disc = alloc_mod.discover(paths)
     chosen = alloc_mod.select(disc, opts.allocators)
     notes = list(disc.notes)
@@ -144,7 +147,7 @@ def _default_output() -> Path:
 
 def run_compare(opts: CompareOptions, console: Console) -> int:
     paths = find_paths(opts.build_dir)
-    allocs, disc, notes = _choose_allocators(opts, paths, console)
+    allocs, disc, notes = _choose_allocators(opts, paths)
     baseline = allocs[0].name
     workloads, warnings = _choose_workloads(opts, paths)
     reps = opts.repetitions if opts.repetitions is not None else (1 if opts.quick else 3)
@@ -155,18 +158,27 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
     if opts.cache and not runner.valgrind_available():
         raise LabError("--cache needs valgrind (apt-get install valgrind)")
     out = Path(opts.output) if opts.output else _default_output()
+    if out.exists() and not out.is_dir():
+        raise LabError(f"--output {out} is a file, not a folder")
 
     for w in warnings + notes:
         console.print(f"[yellow]note:[/yellow] {w}")
     if opts.cache:
         console.print(f"[yellow]note:[/yellow] hardware counters: "
                       f"{'perf stat' if perf_ok else perf_note}")
+    budget = opts.budget_min
+    if budget is None:
+        budget = DEFAULT_BUDGET_MIN if not opts.command and opts.repetitions is None else 0
+    budget_s = budget * 60
     estimate = _estimate(workloads, allocs, reps, opts)
     console.print(f"[bold]locus compare[/bold]: {len(workloads)} workload(s) x "
                   f"{len(allocs)} allocator(s) x {reps} repetition(s) = "
                   f"{len(workloads) * len(allocs) * reps} timed runs"
                   f"{' + cachegrind' if opts.cache else ''}; estimated "
                   f"{_fmt_duration(estimate)} (baseline {baseline})")
+    if budget_s:
+        console.print(f"  time budget: {_fmt_duration(budget_s)} (fewer repetitions if the "
+                      "machine is slower; --budget 0 for none)")
     console.print("  allocators: " + ", ".join(a.name for a in allocs))
     console.print("  workloads:  " + ", ".join(w.name for w in workloads))
 
@@ -187,7 +199,10 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
         "workloads": [w.to_json() for w in workloads],
         "notes": warnings + notes + env_notes,
     }
-    writer = results.ResultsWriter(out, meta)
+    try:
+        writer = results.ResultsWriter(out, meta)
+    except OSError as e:
+        raise LabError(f"cannot write to {out}: {e.strerror or e}") from None
     scratch = Path(tempfile.mkdtemp(prefix="locus-compare-"))
     interactive = console.is_terminal
     runs: list = []
@@ -220,7 +235,21 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
                     step(f"tracing {w.name}", w.nominal_s * TRACE_SLOWDOWN,
                          lambda w=w: _live_run(w, base_env, tracer, scratch, opts, record))
 
+            timed_start = time.monotonic()
             for rep in range(reps):
+                elapsed = time.monotonic() - started
+                per_rep = (time.monotonic() - timed_start) / rep if rep else 0.0
+                cache_left = (sum(w.nominal_s for w in workloads) * len(allocs)
+                              * CACHEGRIND_SLOWDOWN if opts.cache else 0.0)
+                if rep and budget_s and elapsed + per_rep + cache_left > budget_s:
+                    note = (f"stopped after {rep} of {reps} repetitions to stay within the "
+                            f"time budget of {_fmt_duration(budget_s)} (--budget, -r)")
+                    progress.console.print(f"[yellow]note:[/yellow] {note}")
+                    meta["notes"].append(note)
+                    meta["repetitions"] = rep
+                    writer.write_meta()
+                    progress.update(task, total=progress.tasks[0].completed + cache_left)
+                    break
                 for wi, w in enumerate(workloads):
                     for a in _rotate(allocs, rep + wi):
                         label = f"rep {rep + 1}/{reps} {w.name} / {a.name}"
@@ -253,6 +282,7 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
                       f"`locus report {out}` draws them[/yellow]")
         return 130
     finally:
+        writer.write_meta()
         writer.close()
         shutil.rmtree(scratch, ignore_errors=True)
 

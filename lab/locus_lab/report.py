@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .common import human_bytes
+from .common import LabError, human_bytes
 
 # ---- cell formatting (shared by the terminal and Markdown tables) --------------------------------
 
@@ -352,9 +352,12 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
 def write_all(folder: Path, summary: dict, meta: dict, rows: list, runs: list,
               plots: bool = True) -> list:
     folder = Path(folder)
-    write_csv(folder / "runs.csv", runs)
-    write_csv(folder / "summary.csv", rows)
-    write_json(folder / "summary.json", summary, rows)
-    written = plot_all(folder, summary) if plots else []
-    write_markdown(folder, summary, meta, written)
+    try:
+        write_csv(folder / "runs.csv", runs)
+        write_csv(folder / "summary.csv", rows)
+        write_json(folder / "summary.json", summary, rows)
+        written = plot_all(folder, summary) if plots else []
+        write_markdown(folder, summary, meta, written)
+    except OSError as e:
+        raise LabError(f"cannot write the report into {folder}: {e.strerror or e}") from None
     return ["report.md", "summary.csv", "summary.json", "runs.csv", *written]

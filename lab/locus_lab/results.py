@@ -36,7 +36,8 @@ class ResultsWriter:
         folder.mkdir(parents=True, exist_ok=True)
         for stale in (RUNS_FILE,):
             (folder / stale).unlink(missing_ok=True)
-        self.meta = dict(meta, format_version=FORMAT_VERSION)
+        meta["format_version"] = FORMAT_VERSION
+        self.meta = meta  # the caller's dict: later changes are saved by write_meta()
         self.write_meta()
         self._runs = open(folder / RUNS_FILE, "a")
 

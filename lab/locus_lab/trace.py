@@ -30,9 +30,38 @@ MAGIC = b"LOCUSTRC"
 VERSION = 1
 HEADER = struct.Struct("<8sIIIIQQQQQ16s")  # 80 bytes
 BYTE_ORDER_MARK = 0x01020304
+# On disk a record is three little-endian u64 words (docs/trace-format.md):
+#   clock = seq | thread << 48;  block = addr | op << 48 | aux << 56;  request = size | site << 40
+RAW = np.dtype([("clock", "<u8"), ("block", "<u8"), ("request", "<u8")])
+# In memory, after unpacking:
 RECORD = np.dtype([("seq", "<u8"), ("addr", "<u8"), ("size", "<u8"), ("site", "<u4"),
                    ("thread", "<u2"), ("op", "u1"), ("aux", "u1")])
-assert HEADER.size == 80 and RECORD.itemsize == 32
+assert HEADER.size == 80 and RAW.itemsize == 24
+M48 = np.uint64((1 << 48) - 1)
+SIZE_SATURATED = (1 << 40) - 1   # sizes of 1 TiB and more are stored as this
+
+
+def unpack(raw: np.ndarray) -> np.ndarray:
+    out = np.empty(len(raw), dtype=RECORD)
+    out["seq"] = raw["clock"] & M48
+    out["thread"] = raw["clock"] >> np.uint64(48)
+    out["addr"] = raw["block"] & M48
+    out["op"] = (raw["block"] >> np.uint64(48)) & np.uint64(0xFF)
+    out["aux"] = raw["block"] >> np.uint64(56)
+    out["size"] = raw["request"] & np.uint64(SIZE_SATURATED)
+    out["site"] = raw["request"] >> np.uint64(40)
+    return out
+
+
+def pack(records: np.ndarray) -> np.ndarray:
+    raw = np.empty(len(records), dtype=RAW)
+    r = records
+    raw["clock"] = (r["seq"] & M48) | (r["thread"].astype(np.uint64) << np.uint64(48))
+    raw["block"] = ((r["addr"] & M48) | (r["op"].astype(np.uint64) << np.uint64(48))
+                    | (r["aux"].astype(np.uint64) << np.uint64(56)))
+    raw["request"] = (np.minimum(r["size"], np.uint64(SIZE_SATURATED))
+                      | ((r["site"].astype(np.uint64) & np.uint64(0xFFFFFF)) << np.uint64(40)))
+    return raw
 
 OPS = {
     1: "malloc", 2: "calloc", 3: "realloc", 4: "realloc (release)", 5: "free",
@@ -60,11 +89,11 @@ def write_trace(path, records, pid: int = 1, comm: str = "synthetic") -> None:
     arr = np.zeros(len(records), dtype=RECORD)
     for i, r in enumerate(records):
         arr[i] = tuple(r) if not isinstance(r, dict) else tuple(r[k] for k in RECORD.names)
-    header = HEADER.pack(MAGIC, VERSION, HEADER.size, RECORD.itemsize, BYTE_ORDER_MARK,
+    header = HEADER.pack(MAGIC, VERSION, HEADER.size, RAW.itemsize, BYTE_ORDER_MARK,
                          pid, 0, 0, 4096, 0, comm.encode()[:16])
     with open(path, "wb") as f:
         f.write(header)
-        f.write(arr.tobytes())
+        f.write(pack(arr).tobytes())
 
 
 def read_trace(path) -> Trace:
@@ -83,11 +112,12 @@ def read_trace(path) -> Trace:
     if version != VERSION:
         raise LabError(f"{path}: trace format version {version} is not supported (this lab "
                        f"reads version {VERSION})")
-    if bom != BYTE_ORDER_MARK or record_size != RECORD.itemsize or header_size < HEADER.size:
+    if bom != BYTE_ORDER_MARK or record_size != RAW.itemsize or header_size < HEADER.size:
         raise LabError(f"{path}: unexpected byte order or record size")
     count = (size - header_size) // record_size
-    records = np.fromfile(path, dtype=RECORD, count=count, offset=header_size) if count > 0 \
-        else np.zeros(0, dtype=RECORD)
+    raw = np.fromfile(path, dtype=RAW, count=count, offset=header_size) if count > 0 \
+        else np.zeros(0, dtype=RAW)
+    records = unpack(raw)
     header = {"version": version, "pid": pid, "ppid": ppid, "start_ns": start_ns,
               "page_size": page, "flags": flags,
               "comm": comm.rstrip(b"\0").decode("utf-8", "replace"),
@@ -268,7 +298,7 @@ def compute_stats(records: np.ndarray, profile_points: int = 1000, top_sites: in
         idx = np.searchsorted(sites, ev["site"][is_alloc])
         volume = np.bincount(idx, weights=sizes.astype(np.float64), minlength=len(sites))
         site_bytes = {int(sites[i]): int(volume[i]) for i in order}
-    top = [{"site": f"{int(sites[i]):08x}", "objects": int(site_counts[i]),
+    top = [{"site": f"{int(sites[i]):06x}", "objects": int(site_counts[i]),
             "bytes": site_bytes.get(int(sites[i]), 0),
             "average_size": site_bytes.get(int(sites[i]), 0) / max(1, int(site_counts[i]))}
            for i in order]

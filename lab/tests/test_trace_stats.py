@@ -118,7 +118,7 @@ def test_call_sites(tmp_path):
     ])
     assert s["call_sites"] == 2
     top = s["top_sites"][0]
-    assert top["site"] == f"{7:08x}" and top["objects"] == 2 and top["bytes"] == 40
+    assert top["site"] == f"{7:06x}" and top["objects"] == 2 and top["bytes"] == 40
 
 
 def test_profile_keeps_the_peak(tmp_path):

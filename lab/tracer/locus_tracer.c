@@ -3,7 +3,7 @@
  *   LOCUS_TRACE_FILE=out.trace LD_PRELOAD=liblocus_tracer.so program ...
  *
  * Every call is forwarded to whatever allocator is underneath (the next definition in the
- * lookup order: glibc, or a library preloaded after this one) and recorded as a 32-byte
+ * lookup order: glibc, or a library preloaded after this one) and recorded as a 24-byte
  * record in a per-thread buffer that is written to the trace file with write(2) when full,
  * when the thread exits and when the process exits. The format is docs/trace-format.md.
  *
@@ -59,7 +59,7 @@ struct trace_header {   /* 80 bytes, all fields little-endian on x86-64/aarch64 
   char magic[8];        /* "LOCUSTRC" */
   uint32_t version;     /* 1 */
   uint32_t header_size; /* 80: records start here */
-  uint32_t record_size; /* 32 */
+  uint32_t record_size; /* 24 */
   uint32_t byte_order;  /* 0x01020304 as written by the tracing machine */
   uint64_t pid;
   uint64_t ppid;
@@ -70,16 +70,29 @@ struct trace_header {   /* 80 bytes, all fields little-endian on x86-64/aarch64 
 };
 _Static_assert(sizeof(struct trace_header) == 80, "header layout");
 
-struct trace_record {   /* 32 bytes */
-  uint64_t seq;         /* global event number: a total order of events across threads */
-  uint64_t addr;        /* block returned (allocations) or released (frees); 0 = failed */
-  uint64_t size;        /* bytes requested (calloc: n*size); frees: size passed or 0 */
-  uint32_t site;        /* call-site id: hash of the caller's return address */
-  uint16_t thread;      /* tracer thread index, 0 for the first thread that called */
-  uint8_t op;           /* enum op */
-  uint8_t aux;          /* log2(alignment) for aligned requests, else 0 */
-};
-_Static_assert(sizeof(struct trace_record) == 32, "record layout");
+/* A record is three little-endian 64-bit words (24 bytes):
+ *   clock    bits 0-47: seq, the event clock (a total order of events across threads)
+ *            bits 48-63: thread, the tracer's index of the calling thread
+ *   block    bits 0-47: address returned (allocations) or released (frees); 0 = failed
+ *            bits 48-55: op; bits 56-63: aux, log2(alignment) of aligned requests, else 0
+ *   request  bits 0-39: bytes requested (calloc: n*size), saturated at 2^40-1
+ *            bits 40-63: site, the call-site id (24 bits)
+ * Packing keeps records small: writing them is most of the tracer's cost. */
+struct trace_record { uint64_t clock, block, request; };
+_Static_assert(sizeof(struct trace_record) == 24, "record layout");
+
+#define SEQ_BITS 48
+#define ADDR_MASK ((UINT64_C(1) << 48) - 1)
+#define SIZE_MAX40 ((UINT64_C(1) << 40) - 1)
+
+static inline struct trace_record pack(uint64_t seq, uint16_t thread, uint8_t op, uint8_t aux,
+                                       const void *addr, uint64_t size, uint32_t site) {
+  struct trace_record r;
+  r.clock = (seq & ((UINT64_C(1) << SEQ_BITS) - 1)) | (uint64_t)thread << SEQ_BITS;
+  r.block = ((uint64_t)(uintptr_t)addr & ADDR_MASK) | (uint64_t)op << 48 | (uint64_t)aux << 56;
+  r.request = (size < SIZE_MAX40 ? size : SIZE_MAX40) | (uint64_t)(site & 0xFFFFFF) << 40;
+  return r;
+}
 
 enum op {
   OP_MALLOC = 1, OP_CALLOC = 2, OP_REALLOC = 3, OP_REALLOC_FREE = 4, OP_FREE = 5,
@@ -138,7 +151,7 @@ static _Atomic uint32_t next_thread;
 static pthread_key_t exit_key;
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 
-#define BUF_RECORDS 4096 /* 128 KiB per thread */
+#define BUF_RECORDS 4096 /* 96 KiB per thread */
 enum { BUF_FREE, BUF_USED };
 struct tbuf {
   _Atomic uint32_t n;    /* records filled; changed only by the owner thread */
@@ -186,9 +199,10 @@ static void write_all(int fd, const void *data, size_t len) {
   }
 }
 
+/* The call-site id: the top 24 bits of a multiplicative hash of the return address. */
 static uint32_t site_hash(const void *ra) {
   uint64_t x = (uint64_t)(uintptr_t)ra * 0x9E3779B97F4A7C15ull;
-  return (uint32_t)(x >> 32);
+  return (uint32_t)(x >> 40);
 }
 
 static uint8_t log2_align(size_t a) {
@@ -435,8 +449,8 @@ static inline uint64_t take_seq(void) {
   return atomic_fetch_add_explicit(&seq_clock.value, 1, memory_order_relaxed);
 }
 
-static void emit(uint64_t seq, uint8_t op, uint8_t aux, const void *addr, uint64_t size,
-                 uint32_t site);
+static inline void emit(uint64_t seq, uint8_t op, uint8_t aux, const void *addr,
+                        uint64_t size, uint32_t site);
 
 /* Thread exit (pthread key destructor): write the buffer out and hand it back. Records the
  * thread makes after this (other destructors) are written one at a time. */
@@ -483,24 +497,27 @@ static struct tbuf *thread_start(void) {
   return b;
 }
 
-static void emit(uint64_t seq, uint8_t op, uint8_t aux, const void *addr, uint64_t size,
-                 uint32_t site) {
+/* Everything but the common case: summary mode, a thread's first record, a full buffer. */
+__attribute__((noinline)) static void emit_slow(uint64_t seq, uint8_t op, uint8_t aux,
+                                                const void *addr, uint64_t size, uint32_t site) {
   if (mode == MODE_SUMMARY) { summary_event(op, (uint64_t)(uintptr_t)addr, size); return; }
   struct tbuf *b = ts.buf;
-  if (unlikely(!b) && (ts.direct || !(b = thread_start()))) {
-    struct trace_record r = {seq, (uint64_t)(uintptr_t)addr, size, site, ts.index, op, aux};
+  if (!b && (ts.direct || !(b = thread_start()))) {
+    struct trace_record r = pack(seq, ts.index, op, aux, addr, size, site);
     write_records(&r, 1);
     return;
   }
+  emit(seq, op, aux, addr, size, site);
+}
+
+/* Appends one record to the thread's buffer (the hot path, inlined into every entry). */
+static inline __attribute__((always_inline)) void emit(uint64_t seq, uint8_t op, uint8_t aux,
+                                                       const void *addr, uint64_t size,
+                                                       uint32_t site) {
+  struct tbuf *b = ts.buf;
+  if (unlikely(!b || mode == MODE_SUMMARY)) { emit_slow(seq, op, aux, addr, size, site); return; }
   uint32_t n = atomic_load_explicit(&b->n, memory_order_relaxed);
-  struct trace_record *r = &b->rec[n];
-  r->seq = seq;
-  r->addr = (uint64_t)(uintptr_t)addr;
-  r->size = size;
-  r->site = site;
-  r->thread = ts.index;
-  r->op = op;
-  r->aux = aux;
+  b->rec[n] = pack(seq, ts.index, op, aux, addr, size, site);
   /* Release: a concurrent exit flush reads only whole records. */
   atomic_store_explicit(&b->n, n + 1, memory_order_release);
   if (unlikely(n + 1 == BUF_RECORDS || atomic_load_explicit(&finished, memory_order_relaxed)))

@@ -100,7 +100,7 @@ static desc_t *phk_page_new(heap_t *h, unsigned cls) {
   pg->kind = KIND_PHK_PAGE;
   pg->cls = (uint8_t)cls;
   pg->obj_size = (uint32_t)size;
-  pg->aux = cfg_phk_reap ? ++h->d.serial : phk_classes.recip[cls];
+  pg->aux = cfg_phk_reap ? ++h->d.serial : k->capacity;
   pg->used = 0;
   pg->flags = clean ? FLAG_CLEAN : 0;
   if (cfg_phk_reap) {
@@ -145,7 +145,7 @@ static ALWAYS_INLINE void *phk_take_bit(heap_t *h, desc_t *pg, bool *full) {
     if (!*wi) *phk_summary(pg) &= ~(1ull << (i >> 6));
     *full = *phk_summary(pg) == 0;
   } else {
-    *full = pg->used + 1u == phk_class_info[pg->cls].capacity;
+    *full = pg->used + 1u == pg->aux;
   }
   h->stats.search_words += inspected;
   h->stats.searches++;
@@ -240,8 +240,8 @@ static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zer
 
 /* The chunk index of p in bitmap page pg, or -1 if p is not the start of a chunk there. */
 static inline long phk_chunk_index(const desc_t *pg, size_t offset) {
-  long i = divide_exact(offset, pg->obj_size, pg->aux);
-  if ((unsigned long)(i - (long)phk_first(pg)) >= phk_class_info[pg->cls].capacity) return -1;
+  long i = sizeclass_index(&phk_classes, pg->cls, offset);
+  if ((unsigned long)(i - (long)phk_first(pg)) >= pg->aux) return -1;
   return i;
 }
 
@@ -371,7 +371,7 @@ static size_t phk_check_page(heap_t *h, desc_t *pg) {
   if (cls >= phk_classes.count) return bad;
   const phk_class_t *k = &phk_class_info[cls];
   char *start = desc_start(pg);
-  CHECK(pg->obj_size == phk_classes.size[cls] && (cfg_phk_reap || pg->aux == phk_classes.recip[cls]));
+  CHECK(pg->obj_size == phk_classes.size[cls] && (cfg_phk_reap || pg->aux == k->capacity));
   size_t nfree = 0;
   if (cfg_phk_reap) {
     CHECK(pg->u.blk.end == start + (size_t)k->capacity * pg->obj_size);

@@ -25,7 +25,6 @@
  *
  * A chunk page's descriptor (desc_t, core pages.h), design fields:
  *   cls, obj_size     size class and chunk size
- *   aux               ceil(2^32 / obj_size): exact division for free's pointer check
  *   used              chunks handed out and not freed
  *   next, prev        the class's list of pages with free chunks (avail)
  * bitmap variants:
@@ -33,8 +32,9 @@
  *   u.any[1]          the summary word (phk-hw only)
  *   u.any[2]          the bitmap, when one word holds it (chunks of 64 B and more on 4 KiB pages)
  *   marker_off        bitmap words; aux8: chunks the in-page bitmap occupies
+ *   aux               chunks the page hands out (its capacity: "full" is used == aux)
  * reap variants: u.blk {free, bump, end}, marker_off = offset of the double-free marker word,
- *   aux = the page's serial instead (the division reads the class table's reciprocal).
+ *   aux = the page's serial.
  *
  * Where the bitmap lives: in the descriptor when it is one word, else at the start of the page
  * itself (PHKmalloc puts its page-info header there for small chunks), taking the first chunks:
