@@ -225,7 +225,7 @@ static void stats_collect(locus_stats_t *st) {
     if (m > st->search_words_max) st->search_words_max = m;
     uint64_t dirty = __atomic_load_n(&h->pages.dirty_pages, __ATOMIC_RELAXED);
     uint64_t nseg = __atomic_load_n(&h->pages.nsegments, __ATOMIC_RELAXED);
-    uint64_t usable = nseg * ((SEGMENT_SIZE >> os_page_shift) - 0);
+    uint64_t usable = nseg * ((SEGMENT_SIZE >> os_page_shift) - segment_header_pages);
     st->pages_free += usable > LOAD(pages_in_use) ? usable - LOAD(pages_in_use) : 0;
     st->bytes_committed += (LOAD(pages_in_use) + dirty) << os_page_shift;
     if (atomic_load(&h->state) == HEAP_ABANDONED) st->heaps_abandoned++;

@@ -78,12 +78,14 @@ static void heap_check_now(heap_t *h);
 /* ---- page manager ------------------------------------------------------------------------ */
 
 static void pages_purge_run(heap_t *h, desc_t *r);
+static size_t segment_header_pages;    /* the same for every segment */
 
 static segment_t *segment_create(heap_t *h) {
   segment_t *s = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
   if (!s) return NULL;
   size_t npages = SEGMENT_SIZE >> os_page_shift;
   size_t header = align_up(sizeof(segment_t) + npages * sizeof(desc_t), os_page_size) >> os_page_shift;
+  segment_header_pages = header;
   s->check = segment_cookie ^ (uintptr_t)s;
   s->heap = h;
   s->npages = (uint32_t)npages;
