@@ -15,6 +15,7 @@
 /* ---- start-up ------------------------------------------------------------------------------ */
 
 static void stats_print_at_exit(void);
+static int stats_fd = 2;   /* a copy of stderr: programs like ls close fd 2 before exit */
 
 static void global_init(void) {
   int expect = 0;
@@ -33,6 +34,10 @@ static void global_init(void) {
   /* From here on allocation works, so calls that may allocate are safe. */
   if (pthread_key_create(&heap_key, heap_abandon) == 0) atomic_store(&heap_key_ready, true);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (opt.stats) {
+    int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (fd >= 0) stats_fd = fd;
+  }
   if (opt.verbose) {
     char buf[1024];
     outbuf_t o = { buf, sizeof buf, 0, 0, 2 };
@@ -286,7 +291,7 @@ static void stats_write(int fd) {
 }
 
 LOCUS_API void locus_stats_print(int fd) { stats_write(fd); }
-static void stats_print_at_exit(void) { stats_write(2); }
+static void stats_print_at_exit(void) { stats_write(stats_fd); }
 
 LOCUS_API const char *locus_version(void) { return LOCUS_VERSION; }
 LOCUS_API const char *locus_variant(void) { return LOCUS_VARIANT; }
