@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,9 @@ from . import allocators as alloc_mod
 from . import runner, suite, trace
 from .common import LabError, find_paths, human_bytes
 from .compare import CompareOptions, run_compare, run_report
+
+
+QUICK_STATS_LIMIT = 5_000_000  # records; `locus trace` summarises smaller traces at once
 
 
 class _Parser(argparse.ArgumentParser):
@@ -186,7 +190,6 @@ def cmd_trace(args, command: list, console: Console) -> int:
     if not out.parent.is_dir():
         raise LabError(f"no such folder: {out.parent}")
     trace.clear_trace_files(out)
-    import os
     env = trace.trace_environment(dict(os.environ), tracer, out, allocator, summary=args.summary)
     res = runner.run_once(workload.argv, env, passthrough=True)
     files = trace.trace_files(out)
@@ -209,13 +212,14 @@ def cmd_trace(args, command: list, console: Console) -> int:
         err.print(f"wrote {main_file} ({t.header['records']:,} records, {human_bytes(size)})"
                   + (f" and {len(files) - 1} child-process trace(s): "
                      + ", ".join(f.name for f in files[1:]) if len(files) > 1 else ""))
-        stats = trace.compute_stats(t.records, profile_points=10)
-        err.print(f"  objects {stats['total_objects']:,}, max in use "
-                  f"{stats['max_objects_in_use']:,}, average size "
-                  f"{stats['average_size']:.0f} B, max bytes in use "
-                  f"{human_bytes(stats['max_bytes_in_use'])}, total/max "
-                  f"{stats['total_over_max']:.1f}")
-        err.print(f"  full statistics: locus trace stats {args.output}")
+        if len(t.records) <= QUICK_STATS_LIMIT:  # larger traces take a while: on request
+            stats = trace.compute_stats(t.records, profile_points=10)
+            err.print(f"  objects {stats['total_objects']:,}, max in use "
+                      f"{stats['max_objects_in_use']:,}, average size "
+                      f"{stats['average_size']:.0f} B, max bytes in use "
+                      f"{human_bytes(stats['max_bytes_in_use'])}, total/max "
+                      f"{stats['total_over_max']:.1f}")
+        err.print(f"  statistics: locus trace stats {args.output}")
     if res.ok:
         return 0
     return res.exit_code if res.exit_code else 1

@@ -116,7 +116,12 @@ def _choose_workloads(opts, paths) -> tuple[list, list]:
         if opts.workloads:
             raise LabError("--workloads selects from the default suite; it cannot be used "
                            "with a command")
-        return [suite.command_workload(opts.command, opts.name)], []
+        w = suite.command_workload(opts.command, opts.name)
+        notes = []
+        if suite.is_static_elf(w.argv[0]):
+            notes.append(f"{w.argv[0]} is statically linked: LD_PRELOAD cannot change its "
+                         "allocator, so every allocator will measure the same")
+        return [w], notes
     workloads, warnings = suite.default_suite(paths, opts.quick)
     workloads = suite.select_workloads(workloads, opts.workloads)
     if not workloads:
@@ -199,6 +204,10 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
         "workloads": [w.to_json() for w in workloads],
         "notes": warnings + notes + env_notes,
     }
+    created = out  # the outermost folder this run creates, removed again if nothing ran
+    while not created.parent.exists():
+        created = created.parent
+    created = None if out.exists() else created
     try:
         writer = results.ResultsWriter(out, meta)
     except OSError as e:
@@ -218,7 +227,8 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                       TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                      console=console, transient=True, disable=not interactive) as progress:
+                      console=console, transient=True, disable=not interactive,
+                      speed_estimate_period=900) as progress:  # eta from the average speed
             task = progress.add_task("starting", total=estimate)
 
             def step(label: str, nominal: float, fn):
@@ -281,9 +291,15 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
         console.print(f"[yellow]interrupted: the runs so far are in {out}; "
                       f"`locus report {out}` draws them[/yellow]")
         return 130
+    except LabError:
+        if created and not runs:  # e.g. the program cannot start: leave nothing behind
+            writer.close()
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     finally:
-        writer.write_meta()
-        writer.close()
+        if not writer.closed:
+            writer.write_meta()
+            writer.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
     summary = results.summarise(meta, runs)

@@ -99,29 +99,56 @@ def tables(summary: dict) -> list:
 
 # ---- terminal ---------------------------------------------------------------------------------
 
+def _column_groups(width: int, first: int, columns: list) -> list:
+    """Splits columns (name, width) into groups that fit a terminal `width` wide next to a
+    first column `first` wide."""
+    groups, current, used = [], [], first + 4
+    for name, w in columns:
+        need = w + 3
+        if current and used + need > width:
+            groups.append(current)
+            current, used = [], first + 4
+        current.append(name)
+        used += need
+    if current:
+        groups.append(current)
+    return groups
+
+
 def print_summary(console: Console, summary: dict, meta: dict) -> None:
     base = summary["baseline"]
+    works = summary["workloads"]
+    first = max([len(w) for w in works] + [len("geomean"), len("workload")])
     for title, note, fmt, geo_key in tables(summary):
-        t = Table(title=f"{title}", caption=note, title_justify="left", caption_justify="left")
-        t.add_column("workload", style="bold")
-        for a in summary["allocators"]:
-            t.add_column(a, justify="right", style="cyan" if a == base else None)
-        for w in summary["workloads"]:
-            row = []
-            for a in summary["allocators"]:
-                cell = summary["cells"][(w, a)]
-                text = fmt(cell, a == base)
-                if _failed(cell) or (cell.get("cache_status") not in (None, "ok")
-                                     and "cachegrind" in title):
-                    text = f"[red]{text}[/red]"
-                row.append(text)
-            t.add_row(w, *row)
         geo = _geo(summary, geo_key)
-        if len(summary["workloads"]) > 1:
-            t.add_section()
-            t.add_row("geomean", *[("1.00x" if a == base and geo_key != "frag" else geo[a])
-                                   for a in summary["allocators"]])
-        console.print(t)
+        texts = {a: [fmt(summary["cells"][(w, a)], a == base) for w in works]
+                 for a in summary["allocators"]}
+        widths = [(a, max([len(t) for t in texts[a]] + [len(geo[a]), len(a)]))
+                  for a in summary["allocators"]]
+        groups = _column_groups(console.width, first, widths)
+        for gi, group in enumerate(groups):
+            part = f" ({gi + 1}/{len(groups)})" if len(groups) > 1 else ""
+            t = Table(title=f"{title}{part}", caption=note if gi == len(groups) - 1 else None,
+                      title_justify="left", caption_justify="left")
+            t.add_column("workload", style="bold", no_wrap=True)
+            for a in group:
+                t.add_column(a, justify="right", style="cyan" if a == base else None,
+                             min_width=len(a))
+            for i, w in enumerate(works):
+                row = []
+                for a in group:
+                    cell = summary["cells"][(w, a)]
+                    text = texts[a][i]
+                    if _failed(cell) or (cell.get("cache_status") not in (None, "ok")
+                                         and "cachegrind" in title):
+                        text = f"[red]{text}[/red]"
+                    row.append(text)
+                t.add_row(w, *row)
+            if len(works) > 1:
+                t.add_section()
+                t.add_row("geomean", *[("1.00x" if a == base and geo_key != "frag" else geo[a])
+                                       for a in group])
+            console.print(t)
         console.print()
     lines = summary["verdict"]["lines"]
     if lines:
@@ -168,7 +195,7 @@ def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=
     allocs, works = summary["allocators"], list(summary["workloads"])
     groups = works + (["geomean"] if geo_key and len(works) > 1 else [])
     width = 0.8 / max(1, len(allocs))
-    colors = _pyplot().get_cmap("tab10")
+    colors = _pyplot().get_cmap("tab10" if len(allocs) <= 10 else "tab20")
     for i, a in enumerate(allocs):
         xs, ys, errs, fails = [], [], [[], []], []
         for g, w in enumerate(groups):
@@ -189,7 +216,7 @@ def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=
             ys.append(v)
             errs[0].append(max(0.0, lo))
             errs[1].append(max(0.0, hi))
-        ax.bar(xs, ys, width, label=a, color=colors(i % 10),
+        ax.bar(xs, ys, width, label=a, color=colors(i % colors.N),
                yerr=errs if error and any(errs[0] + errs[1]) else None, capsize=2,
                error_kw={"elinewidth": 0.8})
         for x in fails:
@@ -208,7 +235,8 @@ def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=
 def _figure(n_panels, summary):
     plt = _pyplot()
     width = max(8.0, 1.2 + 0.22 * len(summary["allocators"]) * (len(summary["workloads"]) + 1))
-    fig, axes = plt.subplots(n_panels, 1, figsize=(min(width, 22), 3.6 * n_panels),
+    height = 3.6 if len(summary["allocators"]) <= 8 else 4.6
+    fig, axes = plt.subplots(n_panels, 1, figsize=(min(width, 22), height * n_panels),
                              squeeze=False)
     return plt, fig, [ax for row in axes for ax in row]
 
@@ -288,6 +316,24 @@ def _md_table(summary, fmt, geo_key) -> list:
     return lines
 
 
+def _md_heap(summary, meta) -> list:
+    live = summary.get("live", {})
+    if not live:
+        return []
+    lines = ["| workload | allocations | average size | bytes allocated | peak live bytes | "
+             "peak live objects | total/max |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for w in summary["workloads"]:
+        r = live.get(w)
+        if not r or not r.get("peak_live_bytes"):
+            continue
+        n, total, peak = r.get("allocations") or 0, r.get("bytes_allocated") or 0, \
+            r["peak_live_bytes"]
+        avg = f"{total / n:,.0f} B" if n else "-"
+        lines.append(f"| {w} | {n:,} | {avg} | {human_bytes(total)} | {human_bytes(peak)} | "
+                     f"{r.get('peak_live_objects') or 0:,} | {total / peak:,.1f} |")
+    return lines if len(lines) > 2 else []
+
+
 def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None:
     base = summary["baseline"]
     m = meta.get("machine", {})
@@ -309,6 +355,12 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
         if png in plots:
             out += [f"![{title}]({png})", ""]
         out += [f"_{note}._", ""] + _md_table(summary, fmt, geo_key) + [""]
+    heap = _md_heap(summary, meta)
+    if heap:
+        out += ["## The workloads' heaps", "",
+                "_What each program asks of malloc, from one run under the tracer (glibc "
+                "underneath; the largest process); the denominator of the fragmentation "
+                "ratio._", ""] + heap + [""]
     failures = [c for c in summary["cells"].values() if c["status"] != "ok"]
     if failures:
         out += ["## Failures", ""]

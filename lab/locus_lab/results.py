@@ -18,6 +18,8 @@ from .common import LabError
 META_FILE = "meta.json"
 RUNS_FILE = "runs.jsonl"
 FORMAT_VERSION = 1
+DERIVED_FILES = ("report.md", "summary.csv", "summary.json", "runs.csv", "time.png",
+                 "memory.png", "frag.png", "cache.png")
 
 TIME_METRICS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "peak_anon_kib", "minflt", "majflt")
 NORMALISED = {"wall_s": "wall_norm", "user_s": "user_norm", "sys_s": "sys_norm",
@@ -34,7 +36,8 @@ class ResultsWriter:
     def __init__(self, folder: Path, meta: dict):
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        for stale in (RUNS_FILE,):
+        # A folder reused from an earlier comparison must not mix old files into this one.
+        for stale in DERIVED_FILES + (RUNS_FILE,):
             (folder / stale).unlink(missing_ok=True)
         meta["format_version"] = FORMAT_VERSION
         self.meta = meta  # the caller's dict: later changes are saved by write_meta()
@@ -47,6 +50,10 @@ class ResultsWriter:
     def add(self, record: dict) -> None:
         self._runs.write(json.dumps(record) + "\n")
         self._runs.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self._runs.closed
 
     def close(self) -> None:
         self._runs.close()
@@ -115,6 +122,7 @@ def summarise(meta: dict, runs: list) -> dict:
     workloads = [w["name"] for w in meta.get("workloads", [])]
     baseline = meta.get("baseline") or (allocators[0] if allocators else None)
 
+    no_frag = {w["name"] for w in meta.get("workloads", []) if w.get("frag") is False}
     live = {}
     for r in runs:
         if r.get("kind") == "live" and r.get("peak_live_bytes"):
@@ -142,7 +150,8 @@ def summarise(meta: dict, runs: list) -> dict:
                                         if r.get("status") != "ok"), "")
             lv = live.get(w)
             cell["peak_live_bytes"] = lv.get("peak_live_bytes") if lv else None
-            if lv and cell["status"] == "ok":
+            cell["frag"] = cell["frag_rss"] = None
+            if lv and cell["status"] == "ok" and w not in no_frag:
                 cell["frag"] = _ratio((cell["peak_anon_kib"] or 0) * 1024 or None,
                                       lv["peak_live_bytes"])
                 cell["frag_rss"] = _ratio((cell["maxrss_kib"] or 0) * 1024 or None,
@@ -185,7 +194,8 @@ def summarise(meta: dict, runs: list) -> dict:
         means[a] = entry
 
     return {"baseline": baseline, "allocators": allocators, "workloads": workloads,
-            "cells": cells, "geomean": means, "verdict": verdict(baseline, allocators, means)}
+            "cells": cells, "geomean": means, "live": live,
+            "verdict": verdict(baseline, allocators, means)}
 
 
 def verdict(baseline: str, allocators: list, means: dict) -> dict:
@@ -217,13 +227,18 @@ def verdict(baseline: str, allocators: list, means: dict) -> dict:
     if len(allocators) < 2:
         return out
     n = max((means[a]["workloads"] for a in allocators), default=0)
+    over = f"geometric mean over {n} workload{'s' if n != 1 else ''}"
     if out["fastest"]:
         a = out["fastest"]
-        lines.append(f"Fastest: {a} — {means[a]['wall_norm']:.2f}x {baseline}'s run time "
-                     f"(geometric mean over {n} workload{'s' if n != 1 else ''}).")
+        lines.append(f"Fastest: {baseline} itself — no other allocator was faster ({over})."
+                     if a == baseline else
+                     f"Fastest: {a} — {means[a]['wall_norm']:.2f}x {baseline}'s run time "
+                     f"({over}).")
     if out["smallest"]:
         a = out["smallest"]
-        lines.append(f"Smallest: {a} — {means[a]['maxrss_norm']:.2f}x {baseline}'s peak RSS.")
+        lines.append(f"Smallest: {baseline} itself — no other allocator had a lower peak RSS."
+                     if a == baseline else
+                     f"Smallest: {a} — {means[a]['maxrss_norm']:.2f}x {baseline}'s peak RSS.")
     if out["least_fragmentation"]:
         a = out["least_fragmentation"]
         lines.append(f"Least fragmentation: {a} — peak memory {means[a]['frag']:.2f}x the "

@@ -137,7 +137,7 @@ def _tail(path_or_file, limit: int = 2000) -> str:
 
 
 def run_once(argv: list, env: dict, cwd: str | None = None, timeout: float | None = None,
-             stdout_path: str | None = None, passthrough: bool = False) -> RunResult:
+             passthrough: bool = False) -> RunResult:
     """Runs argv to completion and measures it. A crash or a non-zero exit is a result; a
     program that cannot be started at all is a LabError.
 
@@ -146,38 +146,33 @@ def run_once(argv: list, env: dict, cwd: str | None = None, timeout: float | Non
     lab's process group: Popen then starts it with vfork, so the first sample already sees
     the new program, and Ctrl-C reaches it too.)"""
     with tempfile.TemporaryFile() as err:
-        out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
-        streams = {} if passthrough else {"stdin": subprocess.DEVNULL, "stdout": out,
-                                          "stderr": err}
+        streams = {} if passthrough else {"stdin": subprocess.DEVNULL,
+                                          "stdout": subprocess.DEVNULL, "stderr": err}
+        start = time.perf_counter()
         try:
-            start = time.perf_counter()
-            try:
-                proc = subprocess.Popen(argv, env=env, cwd=cwd, **streams)
-            except OSError as e:
-                raise LabError(f"cannot start {argv[0]}: {e.strerror or e}") from None
-            deadline = time.monotonic() + timeout if timeout else None
-            sampler = _Sampler(proc.pid, None if passthrough else deadline)
-            sampler.sample()  # at once: a very short program may end before the thread runs
-            sampler.start()
-            try:
-                _, status, usage = os.wait4(proc.pid, 0)
-            except BaseException:
-                # Interrupted: take the program's whole tree down with us.
-                sampler.stop.set()
-                _kill_tree(proc.pid)
-                try:
-                    os.wait4(proc.pid, 0)
-                except OSError:
-                    pass
-                proc.returncode = -signal.SIGKILL
-                raise
-            wall = time.perf_counter() - start
-            proc.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait
+            proc = subprocess.Popen(argv, env=env, cwd=cwd, **streams)
+        except OSError as e:
+            raise LabError(f"cannot start {argv[0]}: {e.strerror or e}") from None
+        deadline = time.monotonic() + timeout if timeout else None
+        sampler = _Sampler(proc.pid, None if passthrough else deadline)
+        sampler.sample()  # at once: a very short program may end before the thread runs
+        sampler.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            # Interrupted: take the program's whole tree down with us.
             sampler.stop.set()
-            sampler.join()
-        finally:
-            if stdout_path:
-                out.close()
+            _kill_tree(proc.pid)
+            try:
+                os.wait4(proc.pid, 0)
+            except OSError:
+                pass
+            proc.returncode = -signal.SIGKILL
+            raise
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait
+        sampler.stop.set()
+        sampler.join()
         stderr_tail = _tail(err)
 
     exit_code, sig = None, None

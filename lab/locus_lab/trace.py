@@ -73,6 +73,10 @@ OP = {name: code for code, name in OPS.items()}
 ALLOC_OPS = np.array([1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13], dtype=np.uint8)
 RELEASE_OPS = np.array([4, 5, 14, 15], dtype=np.uint8)
 OP_THREAD = 16
+IS_ALLOC = np.zeros(256, dtype=bool)
+IS_ALLOC[ALLOC_OPS] = True
+IS_RELEASE = np.zeros(256, dtype=bool)
+IS_RELEASE[RELEASE_OPS] = True
 
 SUMMARY_MAGIC = "locus-trace-summary 1"
 
@@ -251,21 +255,31 @@ def compute_stats(records: np.ndarray, profile_points: int = 1000, top_sites: in
     - the allocation clock counts allocations; an object's lifetime is the number of
       allocations made between its birth and its release;
     - live bytes are the bytes requested by objects not yet released."""
-    threads = int(np.count_nonzero(records["op"] == OP_THREAD))
-    ev = records[records["op"] != OP_THREAD]
-    ev = ev[np.argsort(ev["seq"], kind="stable")]
-    op, addr = ev["op"], ev["addr"]
-    size = ev["size"]
-    n = len(ev)
+    op_all = records["op"]
+    threads = int(np.count_nonzero(op_all == OP_THREAD))
+    keep = op_all != OP_THREAD
+    seq = records["seq"][keep]
+    # Put events in clock order (each thread's buffer is in order; a single-threaded trace
+    # usually is already). Only the fields needed are sorted, not whole records.
+    order = None if len(seq) < 2 or bool(np.all(seq[1:] > seq[:-1])) else \
+        np.argsort(seq, kind="stable")
 
-    is_alloc_call = np.isin(op, ALLOC_OPS)
+    def field(name):
+        values = records[name][keep]
+        return values if order is None else values[order]
+
+    op, addr, size, site = field("op"), field("addr"), field("size"), field("site")
+    n = len(op)
+
+    is_alloc_call = IS_ALLOC[op]
     is_alloc = is_alloc_call & (addr != 0)
     failed = int(np.count_nonzero(is_alloc_call & (addr == 0)))
-    is_release = np.isin(op, RELEASE_OPS) & (addr != 0)
+    is_release = IS_RELEASE[op] & (addr != 0)
 
-    # Match each allocation with the release of its address that comes next in time.
+    # Match each allocation with the release of its address that comes next in time: a
+    # stable sort by address keeps each address's events in time order.
     pos = np.nonzero(is_alloc | is_release)[0]
-    by_addr = pos[np.lexsort((pos, addr[pos]))]
+    by_addr = pos[np.argsort(addr[pos], kind="stable")]
     same = addr[by_addr[1:]] == addr[by_addr[:-1]]
     pair = same & is_alloc[by_addr[:-1]] & is_release[by_addr[1:]]
     born, died = by_addr[:-1][pair], by_addr[1:][pair]
@@ -291,11 +305,12 @@ def compute_stats(records: np.ndarray, profile_points: int = 1000, top_sites: in
     calls = {OPS.get(int(code), f"op {code}"): int(c)
              for code, c in enumerate(np.bincount(op, minlength=17)) if c and code != OP_THREAD}
 
-    sites, site_counts = np.unique(ev["site"][is_alloc], return_counts=True)
+    alloc_sites = site[is_alloc]
+    sites, site_counts = np.unique(alloc_sites, return_counts=True)
     order = np.argsort(-site_counts, kind="stable")[:top_sites]
     site_bytes = {}
     if total_objects:
-        idx = np.searchsorted(sites, ev["site"][is_alloc])
+        idx = np.searchsorted(sites, alloc_sites)
         volume = np.bincount(idx, weights=sizes.astype(np.float64), minlength=len(sites))
         site_bytes = {int(sites[i]): int(volume[i]) for i in order}
     top = [{"site": f"{int(sites[i]):06x}", "objects": int(site_counts[i]),

@@ -22,61 +22,61 @@
 #define F(name) CAT(BODY_PREFIX, name)
 
 #define BODY_PREFIX c0
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #if COPIES > 1
 #define BODY_PREFIX c1
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 #if COPIES > 2
 #define BODY_PREFIX c2
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 #if COPIES > 3
 #define BODY_PREFIX c3
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 #if COPIES > 4
 #define BODY_PREFIX c4
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 #if COPIES > 5
 #define BODY_PREFIX c5
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 #if COPIES > 6
 #define BODY_PREFIX c6
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 #if COPIES > 7
 #define BODY_PREFIX c7
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 #if COPIES > 8
 #define BODY_PREFIX c8
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 #if COPIES > 9
 #define BODY_PREFIX c9
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 #if COPIES > 10
 #define BODY_PREFIX c10
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 #if COPIES > 11
 #define BODY_PREFIX c11
-#include __FILE__
+#include "compile_me.c"
 #undef BODY_PREFIX
 #endif
 

@@ -56,6 +56,13 @@ def build_prog(tmp_path_factory, cc):
     return build
 
 
+@pytest.fixture(autouse=True)
+def in_tmp_path(tmp_path, monkeypatch):
+    """Every test runs in its own folder, so default outputs (locus-results/, locus.trace)
+    never land in the repository."""
+    monkeypatch.chdir(tmp_path)
+
+
 def run_locus(*args, cwd=None, env=None, timeout=600):
     """Runs `python -m locus_lab ARGS` and returns the CompletedProcess (text)."""
     full_env = dict(os.environ)

@@ -117,7 +117,8 @@ static desc_t *phk_page_new(heap_t *h, unsigned cls) {
     for (unsigned j = 0; j < k->nwords; j++) {
       unsigned lo = j * 64, hi = lo + 64 < total ? lo + 64 : total;   /* chunks [lo, hi) */
       uint64_t word = hi - lo == 64 ? ~0ull : (1ull << (hi - lo)) - 1;
-      if (k->first > lo) word &= ~0ull << (k->first - lo);            /* the bitmap's chunks */
+      if (k->first >= hi) word = 0;                                    /* the bitmap's chunks */
+      else if (k->first > lo) word &= ~0ull << (k->first - lo);
       w[j] = word;
     }
     *phk_summary(pg) = k->nwords == 64 ? ~0ull : (1ull << k->nwords) - 1;
