@@ -33,7 +33,6 @@ static inline int bitmap2_find_from(const bitmap2_t *b, unsigned i) {
   return (int)(w * 64 + (unsigned)__builtin_ctzll(b->words[w]));
 }
 
-#endif
 
 /* ---- chunk bitmaps (1 = free chunk) -----------------------------------------------------------
  * The two searches the PHK designs compare, shared by every design that keeps bitmaps.
@@ -59,3 +58,5 @@ static inline int bits_find_summary(uint64_t summary, const uint64_t *w, unsigne
   *inspected = 2;
   return (int)(i * 64 + (unsigned)__builtin_ctzll(w[i]));
 }
+
+#endif

@@ -80,11 +80,17 @@ static void heap_check_now(heap_t *h);
 static void pages_purge_run(heap_t *h, desc_t *r);
 static size_t segment_header_pages;    /* the same for every segment */
 
+/* Pages of a segment taken by its header and descriptors (the same for every segment). */
+static inline size_t segment_header_count(void) {
+  size_t npages = SEGMENT_SIZE >> os_page_shift;
+  return align_up(sizeof(segment_t) + npages * sizeof(desc_t), os_page_size) >> os_page_shift;
+}
+
 static segment_t *segment_create(heap_t *h) {
   segment_t *s = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
   if (!s) return NULL;
   size_t npages = SEGMENT_SIZE >> os_page_shift;
-  size_t header = align_up(sizeof(segment_t) + npages * sizeof(desc_t), os_page_size) >> os_page_shift;
+  size_t header = segment_header_count();
   segment_header_pages = header;
   s->check = segment_cookie ^ (uintptr_t)s;
   s->heap = h;
@@ -126,7 +132,7 @@ static inline bool run_is_whole_segment(const desc_t *r) {
 static desc_t *pages_alloc(heap_t *h, size_t n, size_t align, bool *clean) {
   pages_t *pm = &h->pages;
   size_t want = n + (align > 1 ? align - 1 : 0);
-  if (want > (SEGMENT_SIZE >> os_page_shift) - 64) return NULL;
+  if (want > (SEGMENT_SIZE >> os_page_shift) - segment_header_count()) return NULL;
   desc_t *r = NULL;
   for (int b = bitmap2_find_from(&pm->binmap, run_bin(want)); b >= 0;
        b = bitmap2_find_from(&pm->binmap, (unsigned)b + 1)) {
