@@ -181,4 +181,29 @@ static inline long bench_status_kib(const char *field) {
   return v;
 }
 
+/* ---- churn slots (churn, threads2) ------------------------------------------------------------
+ * A live small object and what it must contain; a slot is refilled with a new object of a
+ * fresh size and tag after its old object is checked and freed. */
+typedef struct {
+  unsigned char *p;
+  uint32_t size;
+  uint64_t tag;
+} bench_slot;
+
+static inline void bench_slot_fill(bench_slot *s, bench_rng *rng, uint64_t *serial) {
+  size_t n = bench_small_size(rng);
+  s->p = bench_malloc(n);
+  s->size = (uint32_t)n;
+  s->tag = bench_mix(++*serial);
+  bench_fill(s->p, n, s->tag);
+}
+
+/* Checks and frees the slot's object, folds it into *sum, and refills the slot. */
+static inline void bench_slot_replace(bench_slot *s, bench_rng *rng, uint64_t *serial, uint64_t *sum, uint64_t where) {
+  bench_check(s->p, s->size, s->tag, "object", where);
+  *sum = bench_fold(*sum, s->tag ^ s->p[s->size - 1]);
+  free(s->p);
+  bench_slot_fill(s, rng, serial);
+}
+
 #endif /* LOCUS_BENCH_UTIL_H */

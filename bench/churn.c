@@ -15,12 +15,6 @@ enum {
   OPS_PER_SCALE = 16000000,       /* replacements per unit of scale */
 };
 
-typedef struct {
-  unsigned char *p;
-  uint32_t size;
-  uint64_t tag;
-} slot;
-
 int main(int argc, char **argv) {
   bench_name = "churn";
   long scale = bench_scale_arg(argc, argv, 1, "[scale]");
@@ -28,27 +22,13 @@ int main(int argc, char **argv) {
 
   bench_rng rng;
   bench_rng_seed(&rng, 0xc4a2);
-  slot *slots = bench_malloc(sizeof(slot) * SLOTS);
+  bench_slot *slots = bench_malloc(sizeof(bench_slot) * SLOTS);
   uint64_t serial = 0, sum = 0;
 
-  for (uint32_t i = 0; i < SLOTS; i++) {
-    size_t n = bench_small_size(&rng);
-    slots[i].p = bench_malloc(n);
-    slots[i].size = (uint32_t)n;
-    slots[i].tag = bench_mix(++serial);
-    bench_fill(slots[i].p, n, slots[i].tag);
-  }
+  for (uint32_t i = 0; i < SLOTS; i++) bench_slot_fill(&slots[i], &rng, &serial);
 
   for (uint64_t k = 0; k < ops; k++) {
-    slot *s = &slots[bench_rng_below(&rng, SLOTS)];
-    bench_check(s->p, s->size, s->tag, "object", serial);
-    sum = bench_fold(sum, s->tag ^ s->p[s->size - 1]);
-    free(s->p);
-    size_t n = bench_small_size(&rng);
-    s->p = bench_malloc(n);
-    s->size = (uint32_t)n;
-    s->tag = bench_mix(++serial);
-    bench_fill(s->p, n, s->tag);
+    bench_slot_replace(&slots[bench_rng_below(&rng, SLOTS)], &rng, &serial, &sum, serial);
   }
 
   for (uint32_t i = 0; i < SLOTS; i++) {

@@ -29,16 +29,10 @@ enum {
   MAX_PENDING = 256,              /* batches a queue may hold before its producer waits */
 };
 
-typedef struct {
-  unsigned char *p;
-  uint32_t size;
-  uint64_t tag;
-} slot;
-
 typedef struct batch {
   struct batch *next;
   int count;
-  slot item[BATCH];
+  bench_slot item[BATCH];
 } batch;
 
 /* A thread's inbox. Invariant: pending == length of the list head..tail, under lock.
@@ -81,7 +75,7 @@ static uint64_t drain(worker *w) {
   while (b != NULL) {
     batch *next = b->next;
     for (int i = 0; i < b->count; i++) {
-      slot *s = &b->item[i];
+      bench_slot *s = &b->item[i];
       bench_check(s->p, s->size, s->tag, "cross-thread object", w->received + n);
       w->received_sum += s->tag;
       free(s->p);
@@ -148,35 +142,21 @@ static void *run(void *arg) {
   worker *w = arg;
   bench_rng rng;
   bench_rng_seed(&rng, 0x7412 + (uint64_t)w->id * 1000003);
-  slot *slots = bench_malloc(sizeof(slot) * SLOTS);
+  bench_slot *slots = bench_malloc(sizeof(bench_slot) * SLOTS);
   uint64_t serial = (uint64_t)w->id << 48, sum = 0;
 
-  for (uint32_t i = 0; i < SLOTS; i++) {
-    size_t n = bench_small_size(&rng);
-    slots[i].p = bench_malloc(n);
-    slots[i].size = (uint32_t)n;
-    slots[i].tag = bench_mix(++serial);
-    bench_fill(slots[i].p, n, slots[i].tag);
-  }
+  for (uint32_t i = 0; i < SLOTS; i++) bench_slot_fill(&slots[i], &rng, &serial);
 
   batch *out = NULL;
   for (uint64_t k = 0; k < w->ops; k++) {
-    slot *s = &slots[bench_rng_below(&rng, SLOTS)];
-    bench_check(s->p, s->size, s->tag, "object", k);
-    sum = bench_fold(sum, s->tag ^ s->p[s->size - 1]);
-    free(s->p);
-    size_t n = bench_small_size(&rng);
-    s->p = bench_malloc(n);
-    s->size = (uint32_t)n;
-    s->tag = bench_mix(++serial);
-    bench_fill(s->p, n, s->tag);
+    bench_slot_replace(&slots[bench_rng_below(&rng, SLOTS)], &rng, &serial, &sum, k);
 
     if (xfree_mode && k % XFREE_EVERY == 0) {
       if (out == NULL) {
         out = bench_malloc(sizeof(batch));
         out->count = 0;
       }
-      slot *x = &out->item[out->count++];
+      bench_slot *x = &out->item[out->count++];
       x->size = (uint32_t)bench_small_size(&rng);
       x->p = bench_malloc(x->size);
       x->tag = bench_mix(++serial);

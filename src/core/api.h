@@ -72,13 +72,20 @@ static void *aligned_impl(size_t align, size_t size, bool zero) {
   return p;
 }
 
-/* Any non-design, non-huge descriptor means p is not an object. */
-static void heap_free_local(heap_t *h, void *p, const char *call) {
-  segment_t *s = segment_of(p);
-  desc_t *d = desc_head(s, p);
+/* p's run descriptor d is neither a design's nor a huge object's: p is not an object. */
+static COLD __attribute__((noreturn)) void free_not_object(const desc_t *d, const void *p, const char *call) {
+  locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
+}
+
+/* Frees p (run descriptor d) into h, which the caller owns or has locked. */
+static ALWAYS_INLINE void heap_free_desc(heap_t *h, desc_t *d, void *p, const char *call) {
   if (likely(d->kind >= KIND_DESIGN)) design_free(h, d, p, call);
   else if (d->kind == KIND_HUGE) huge_free(h, d, p, call);
-  else locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
+  else free_not_object(d, p, call);
+}
+
+static void heap_free_local(heap_t *h, void *p, const char *call) {
+  heap_free_desc(h, desc_head(segment_of(p), p), p, call);
 }
 
 static ALWAYS_INLINE void free_impl(void *p, const char *call) {
@@ -89,11 +96,9 @@ static ALWAYS_INLINE void free_impl(void *p, const char *call) {
     desc_t *d = desc_head(s, p);
     heap_t *h = s->heap;
     if (likely(h == tl_heap)) {
-      if (likely(d->kind >= KIND_DESIGN)) design_free(h, d, p, call);
-      else if (d->kind == KIND_HUGE) huge_free(h, d, p, call);
-      else locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
+      heap_free_desc(h, d, p, call);
     } else {
-      if (d->kind == KIND_FREE) locus_fatal(call, "double free or invalid pointer", p);
+      if (d->kind == KIND_FREE) free_not_object(d, p, call);
       heap_free_remote(h, d, p, call);
     }
   } else if (g != GRANULE_NONE) {
@@ -113,7 +118,7 @@ static size_t usable_impl(const void *p, const char *call) {
     desc_t *d = desc_head(s, p);
     if (d->kind >= KIND_DESIGN) return design_usable(d, p, call);
     if (d->kind == KIND_HUGE && p == desc_start(d)) return d->u.huge.usable;
-    locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
+    free_not_object(d, p, call);
   }
   if (g != GRANULE_NONE) return os_obj_usable(os_obj_of(p, call));
   locus_fatal(call, "invalid pointer", p);
