@@ -72,41 +72,44 @@ static void *aligned_impl(size_t align, size_t size, bool zero) {
   return p;
 }
 
-/* p's run descriptor d is neither a design's nor a huge object's: p is not an object. */
-static COLD __attribute__((noreturn)) void free_not_object(const desc_t *d, const void *p, const char *call) {
-  locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
-}
-
-/* Frees p (run descriptor d) into h, which the caller owns or has locked. */
-static ALWAYS_INLINE void heap_free_desc(heap_t *h, desc_t *d, void *p, const char *call) {
-  if (likely(d->kind >= KIND_DESIGN)) design_free(h, d, p, call);
-  else if (d->kind == KIND_HUGE) huge_free(h, d, p, call);
-  else free_not_object(d, p, call);
+/* Frees p (run descriptor d, off bytes into the run) into h, which the caller owns or has
+ * locked. */
+static ALWAYS_INLINE void heap_free_desc(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
+  design_free(h, d, p, off, call);   /* the design tests its kinds first, then core_free */
 }
 
 static void heap_free_local(heap_t *h, void *p, const char *call) {
-  heap_free_desc(h, desc_head(segment_of(p), p), p, call);
+  size_t off;
+  desc_t *d = desc_locate(segment_of(p), p, &off);
+  heap_free_desc(h, d, p, off, call);
+}
+
+/* free of anything not in a segment: NULL, an object with its own mapping, or not ours. Out of
+ * line so that the common path needs no saved registers. */
+static NOINLINE void free_outside_segments(void *p, unsigned g, const char *call) {
+  if (!p) return;
+  if (g == GRANULE_NONE) locus_fatal(call, "invalid pointer", p);
+  int saved = errno;
+  os_obj_free(p, call);
+  errno = saved;
+}
+
+static NOINLINE void free_foreign_heap(heap_t *h, desc_t *d, void *p, const char *call) {
+  if (d->kind == KIND_FREE) free_not_object(d, p, call);
+  heap_free_remote(h, d, p, call);
 }
 
 static ALWAYS_INLINE void free_impl(void *p, const char *call) {
-  if (unlikely(!p)) return;
-  unsigned g = segmap_get(p);
+  unsigned g = segmap_get(p);   /* NULL lies in granule 0, never a segment */
   if (likely(g == GRANULE_SEGMENT)) {
     segment_t *s = segment_of(p);
-    desc_t *d = desc_head(s, p);
+    size_t off;
+    desc_t *d = desc_locate(s, p, &off);
     heap_t *h = s->heap;
-    if (likely(h == tl_heap)) {
-      heap_free_desc(h, d, p, call);
-    } else {
-      if (d->kind == KIND_FREE) free_not_object(d, p, call);
-      heap_free_remote(h, d, p, call);
-    }
-  } else if (g != GRANULE_NONE) {
-    int saved = errno;
-    os_obj_free(p, call);
-    errno = saved;
+    if (likely(h == tl_heap)) heap_free_desc(h, d, p, off, call);
+    else free_foreign_heap(h, d, p, call);
   } else {
-    locus_fatal(call, "invalid pointer", p);
+    free_outside_segments(p, g, call);
   }
 }
 

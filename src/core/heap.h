@@ -48,8 +48,9 @@ struct heap {
 /* ---- the design contract ------------------------------------------------------------------ */
 static void design_global_init(void);
 static void design_heap_init(heap_t *h);
-/* Frees p, whose run head is d (kind >= KIND_DESIGN), into heap h (the caller owns h). */
-static void design_free(heap_t *h, desc_t *d, void *p, const char *call);
+/* Frees p, whose run head is d and which lies off bytes from the run's start, into heap h (the
+ * caller owns h). Runs of other kinds than the design's go to core_free (huge.h). */
+static void design_free(heap_t *h, desc_t *d, void *p, size_t off, const char *call);
 /* Checks a pointer another thread is about to push onto h->remote; ends the program on a
  * detectable invalid or double free. */
 static void design_check_remote(desc_t *d, void *p, const char *call);
@@ -164,7 +165,7 @@ static desc_t *pages_alloc(heap_t *h, size_t n, size_t align, bool *clean) {
     run_mark_free(rest, total - n, 0);
     run_insert(pm, rest, dirty_run, when);
   }
-  for (size_t i = 0; i < n; i++) { r[i].back = (uint32_t)i; r[i].kind = KIND_HEADER; }
+  for (size_t i = 0; i < n; i++) { r[i].back = (uint32_t)i; r[i].kind = KIND_INTERIOR; }
   r->npages = (uint32_t)n;
   r->flags = dirty_run ? 0 : FLAG_CLEAN;
   s->free_pages -= (uint32_t)n;
@@ -276,7 +277,7 @@ static bool pages_grow(heap_t *h, desc_t *r, size_t n) {
     run_mark_free(rest, total - extra, 0);
     run_insert(&h->pages, rest, dirty, when);
   }
-  for (size_t i = have; i < n; i++) { r[i].back = (uint32_t)i; r[i].kind = KIND_HEADER; r[i].flags = 0; }
+  for (size_t i = have; i < n; i++) { r[i].back = (uint32_t)i; r[i].kind = KIND_INTERIOR; r[i].flags = 0; }
   r->npages = (uint32_t)n;
   if (dirty) r->flags &= (uint16_t)~FLAG_CLEAN;
   s->free_pages -= (uint32_t)extra;
@@ -292,7 +293,7 @@ static void pages_shrink(heap_t *h, desc_t *r, size_t n) {
   r->npages = (uint32_t)n;
   tail->npages = (uint32_t)(have - n);
   tail->back = 0;
-  tail->kind = KIND_HEADER;
+  tail->kind = KIND_INTERIOR;
   pages_free(h, tail);
 }
 
@@ -417,7 +418,7 @@ static size_t pages_check(heap_t *h) {
         free_pages += r->npages;
         if (r->flags & FLAG_DIRTY) dirty += r->npages;
       } else {
-        for (size_t k = 1; k < r->npages; k++) CHECK(r[k].back == k && r[k].kind != KIND_FREE);
+        for (size_t k = 1; k < r->npages; k++) CHECK(r[k].back == k && r[k].kind == KIND_INTERIOR);
       }
       prev_free = r->kind == KIND_FREE;
       i += r->npages;

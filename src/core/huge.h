@@ -185,6 +185,16 @@ static void huge_free(heap_t *h, desc_t *r, void *p, const char *call) {
   heap_debug_tick(h);
 }
 
+/* p's run d is of no design kind: design_free passes such runs here. A huge page run is freed;
+ * anything else means p is not an object. */
+static COLD __attribute__((noreturn)) void free_not_object(const desc_t *d, const void *p, const char *call) {
+  locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
+}
+static NOINLINE void core_free(heap_t *h, desc_t *d, void *p, const char *call) {
+  if (d->kind == KIND_HUGE) huge_free(h, d, p, call);
+  else free_not_object(d, p, call);
+}
+
 /* Resizes a huge run object in place when the pages allow it. Caller owns h. */
 static bool huge_resize(heap_t *h, desc_t *r, size_t size) {
   size_t pages = (size + os_page_size - 1) >> os_page_shift;

@@ -12,16 +12,33 @@
 
 #include <sys/mman.h>
 
-static size_t os_page_size;     /* set once by os_init */
+/* The page size. x86-64 Linux always has 4 KiB pages, so there it is a constant and every
+ * address-to-descriptor step shifts by an immediate; elsewhere (arm64 and ppc64 kernels with
+ * 16 or 64 KiB pages) it is read once by os_init. */
+#if defined(__x86_64__) || defined(__i386__)
+#define LOCUS_FIXED_PAGE_SHIFT 12
+static const size_t os_page_size = (size_t)1 << LOCUS_FIXED_PAGE_SHIFT;
+static const unsigned os_page_shift = LOCUS_FIXED_PAGE_SHIFT;
+#else
+static size_t os_page_size;
 static unsigned os_page_shift;
+#endif
 
 /* Counters the OS layer keeps for statistics (process-wide, relaxed atomics). */
 static _Atomic uint64_t os_bytes_mapped, os_bytes_discarded, os_discard_calls;
 
 static void os_init(void) {
   long ps = sysconf(_SC_PAGESIZE);
+#ifdef LOCUS_FIXED_PAGE_SHIFT
+  if (ps > 0 && (size_t)ps != os_page_size) {
+    static const char msg[] = "locus: this build assumes 4096-byte pages; the system's differ\n";
+    if (write(2, msg, sizeof msg - 1) < 0) {}
+    abort();
+  }
+#else
   os_page_size = (ps > 0 && is_pow2((size_t)ps)) ? (size_t)ps : 4096;
   os_page_shift = log2_floor(os_page_size);
+#endif
 }
 
 static void *os_map(size_t size) {

@@ -7,7 +7,9 @@
  * back to the head (`back`).
  *
  * Invariants
- *  - In a run in use, desc[i].back == i - head for every page i of the run; kind != KIND_FREE.
+ *  - In a run in use, desc[i].back == i - head for every page i of the run; the head's kind is
+ *    the run's, every other page's KIND_INTERIOR (so a page whose kind is not KIND_INTERIOR is
+ *    its own head: free finds one-page blocks without reading `back`).
  *  - In a free run, every page has kind KIND_FREE; back is 0 except on the tail page, where it
  *    leads to the head (so a run freed just after can find and merge with it). Free runs are
  *    never adjacent: they are merged when freed.
@@ -26,6 +28,7 @@ enum desc_kind {
   KIND_FREE = 0,     /* page of a free run (fresh descriptors are zero, hence free) */
   KIND_HEADER = 1,   /* segment header pages */
   KIND_HUGE = 2,     /* a huge object served as a run of pages (core) */
+  KIND_INTERIOR = 3, /* a page of a run in use other than its head (back leads to the head) */
   KIND_DESIGN = 8,   /* kinds >= 8 belong to the design (blocks, regions, ...) */
 };
 
@@ -35,8 +38,10 @@ enum desc_flags {
   FLAG_FULL = 4,     /* design block on its full list */
 };
 
+/* One cache line each, and aligned to one (segment_t puts desc[] on a line boundary): free
+ * reads a descriptor and the fast paths write it, so it must not straddle two lines. */
 typedef struct desc desc_t;
-struct desc {
+struct __attribute__((aligned(64))) desc {
   desc_t *next, *prev;                 /* the one list the run is on (design list or bin) */
   union {
     struct { void *free; char *bump; char *end; } blk;             /* design blocks */
@@ -65,8 +70,9 @@ struct segment {
   uint32_t first;               /* first page after the header */
   uint32_t free_pages;
   uint32_t spare;
-  desc_t desc[];
+  desc_t desc[];                /* aligned to 64 by desc_t's own alignment */
 };
+_Static_assert(sizeof(desc_t) == 64, "a descriptor is one cache line");
 
 static uint64_t segment_cookie;      /* random, from the kernel's AT_RANDOM bytes */
 
@@ -100,6 +106,18 @@ static inline size_t page_index(const segment_t *s, const void *p) {
 static inline desc_t *desc_head(segment_t *s, const void *p) {
   desc_t *d = &s->desc[page_index(s, p)];
   return d - d->back;
+}
+/* desc_head, plus p's byte offset from the start of its run: what free needs, in few steps. */
+static inline desc_t *desc_locate(segment_t *s, const void *p, size_t *off) {
+  size_t in_segment = (uintptr_t)p - (uintptr_t)s, index = in_segment >> os_page_shift;
+  desc_t *d = &s->desc[index];
+  if (likely(d->kind != KIND_INTERIOR)) {
+    *off = in_segment & (os_page_size - 1);
+    return d;
+  }
+  size_t head = index - d->back;
+  *off = in_segment - (head << os_page_shift);
+  return &s->desc[head];
 }
 static inline segment_t *desc_segment(const desc_t *d) { return segment_of(d); }
 static inline char *desc_start(const desc_t *d) {

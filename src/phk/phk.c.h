@@ -249,9 +249,8 @@ static inline long phk_chunk_index(const desc_t *pg, size_t offset) {
 static void phk_page_unfull(heap_t *h, desc_t *pg);
 static void phk_page_empty(heap_t *h, desc_t *pg);
 
-static ALWAYS_INLINE void phk_free_chunk(heap_t *h, desc_t *pg, void *p, const char *call) {
+static ALWAYS_INLINE void phk_free_chunk(heap_t *h, desc_t *pg, void *p, size_t off, const char *call) {
   if (cfg_phk_reap) {
-    size_t off = (size_t)((char *)p - desc_start(pg));
     if (unlikely(sizeclass_index(&phk_classes, pg->cls, off) < 0)) locus_fatal(call, "invalid pointer", p);
     /* beyond bump: never handed out, or freed before the page went back to bump mode */
     if (unlikely((char *)p >= pg->u.blk.bump)) locus_fatal(call, "double free or invalid pointer", p);
@@ -300,9 +299,9 @@ static NOINLINE void phk_page_empty(heap_t *h, desc_t *pg) {
   heap_debug_tick(h);
 }
 
-static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
-  if (likely(d->kind == KIND_PHK_PAGE)) phk_free_chunk(h, d, p, call);
-  else locus_fatal(call, "invalid pointer", p);
+static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
+  if (likely(d->kind == KIND_PHK_PAGE)) phk_free_chunk(h, d, p, off, call);
+  else core_free(h, d, p, call);
 }
 
 /* Another thread is about to hand p back to its owner. The owner may be changing the page's

@@ -11,21 +11,22 @@ static void design_global_init(void) {
 }
 
 static void design_heap_init(heap_t *h) {
-  for (int c = 0; c < VAM_MAX_CLASSES; c++) h->d.avail[c] = &vam_none;
+  for (int c = 0; c < VAM_MAX_CLASSES; c++) h->d.avail[c] = &h->d.none;
 }
 
-/* ---- block lists ------------------------------------------------------------------------- */
+/* ---- block lists (ending at h->d.none, see vam.h) ------------------------------------------ */
 
-static void list_push(desc_t **head, desc_t *b, desc_t *empty) {
+static ALWAYS_INLINE void list_push(desc_t **head, desc_t *b) {
+  desc_t *first = *head;
   b->prev = NULL;
-  b->next = *head == empty ? NULL : *head;
-  if (b->next) b->next->prev = b;
+  b->next = first;
+  first->prev = b;
   *head = b;
 }
 
-static void list_unlink(desc_t **head, desc_t *b, desc_t *empty) {
-  if (b->prev) b->prev->next = b->next; else *head = b->next ? b->next : empty;
-  if (b->next) b->next->prev = b->prev;
+static void list_unlink(desc_t **head, desc_t *b) {
+  if (b->prev) b->prev->next = b->next; else *head = b->next;
+  b->next->prev = b->prev;
 }
 
 static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_marker_cookie; }
@@ -67,7 +68,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
     b->u.blk.free = bits;
   }
   b->u.blk.end = start + cap * size;
-  list_push(&h->d.avail[cls], b, &vam_none);
+  list_push(&h->d.avail[cls], b);
   h->stats.blocks_in_use++;
   return b;
 }
@@ -80,34 +81,89 @@ static void *vam_alloc(heap_t *h, size_t size, bool zero);
 
 static inline size_t vam_bitmap_words(const desc_t *b) { return b->aux8; }
 
+/* vam-bitmap: the first free slot by PHKmalloc's linear search, or NULL. */
+static inline char *vam_bitmap_take(heap_t *h, desc_t *b) {
+  unsigned inspected;
+  uint64_t *bits = b->u.blk.free;
+  int i = bits_find_linear(bits, vam_bitmap_words(b), &inspected);
+  h->stats.searches++;
+  h->stats.search_words += inspected;
+  if (inspected > h->stats.search_words_max) h->stats.search_words_max = inspected;
+  if (i < 0) return NULL;
+  bits[i >> 6] &= ~(1ull << (i & 63));
+  return desc_start(b) + (size_t)i * b->obj_size;
+}
+
+/* Block b, the head of its class's available list, just gave out its last object: it leaves
+ * the list for the (implicit) full list at once, so every listed block has room and the next
+ * malloc of the class finds an object at the head. Doing this here, not when the next malloc
+ * misses, keeps it off the slow path: under random churn it happens about once per
+ * malloc/free pair. */
+static ALWAYS_INLINE void vam_block_retire(heap_t *h, desc_t *b) {
+  desc_t *next = b->next;
+  h->d.avail[b->cls] = next;
+  next->prev = NULL;
+  b->flags |= FLAG_FULL;
+}
+
+/* An object from block b, or NULL if b has no room: reap order, i.e. bump to the block's end
+ * first, then the block's free list (vam-bitmap: the bitmap search). */
+static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, bool zero) {
+  char *p;
+  if (cfg_block_bitmap) {
+    if (b == &h->d.none || !(p = vam_bitmap_take(h, b))) return NULL;
+    if (zero) memset(p, 0, b->obj_size);
+  } else if (likely((p = b->u.blk.bump) < b->u.blk.end)) {
+    char *bump = p + b->obj_size;
+    b->u.blk.bump = bump;
+    if (unlikely(bump >= b->u.blk.end) && !b->u.blk.free) vam_block_retire(h, b);
+    if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, b->obj_size);
+  } else if (likely((p = b->u.blk.free) != NULL)) {
+    void *next = *(void **)p;
+    b->u.blk.free = next;
+    if (!next) vam_block_retire(h, b);
+    if (zero) memset(p, 0, b->obj_size);
+  } else {
+    return NULL;
+  }
+  if (!cfg_block_bitmap) *(void **)(p + b->marker_off) = NULL;   /* 8-byte slots: the link */
+  b->used++;
+  h->stats.malloc_calls++;
+  h->stats.bytes_allocated += b->obj_size;
+  if (cfg_small_headers && b->aux8) {
+    *(uint64_t *)p = vam_classes.size[b->cls];   /* the header: the object's size */
+    p += b->aux8;
+  }
+  return p;
+}
+
 static inline bool vam_has_room(const desc_t *b) {
   if (cfg_block_bitmap) return b->used < vam_capacity(b);
   return b->u.blk.bump < b->u.blk.end || b->u.blk.free;
 }
 
-/* The head block of this class has no room: retire exhausted blocks to the (implicit) full
- * list, take the next available block or make a new one, and allocate from it. */
-static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, bool zero) {
-  if (h == &heap_empty) {
+/* The head block of class cls has no room: retire exhausted blocks to the (implicit) full
+ * list, take the next available block or make a new one, and allocate from it. Under steady
+ * churn this runs about once per malloc/free pair (each free into a full block puts that block
+ * in front; the next malloc exhausts it), so it stays lean: no re-dispatch, no size lookup. */
+static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, unsigned cls, bool zero) {
+  if (h == &heap_empty) {   /* the first allocation may come before the class tables exist */
     if (!(h = heap_acquire())) return NULL;
     return vam_alloc(h, size, zero);
   }
   heap_collect(h);
-  unsigned cls = sizeclass_of(&vam_classes, size);
   desc_t *b;
   for (;;) {
     b = h->d.avail[cls];
-    if (b == &vam_none) {
+    if (b == &h->d.none) {
       if (!(b = vam_block_new(h, cls))) return NULL;
       break;
     }
     if (vam_has_room(b)) break;
-    h->d.avail[cls] = b->next ? b->next : &vam_none;
-    if (b->next) b->next->prev = NULL;
-    b->flags |= FLAG_FULL;
+    vam_block_retire(h, b);
   }
   heap_debug_tick(h);
-  return vam_alloc(h, size, zero);
+  return vam_block_take(h, b, zero);
 }
 
 /* ---- large objects ----------------------------------------------------------------------- */
@@ -275,45 +331,11 @@ static bool vam_resize_large(heap_t *h, desc_t *r, void *p, size_t size) {
 
 /* ---- the design contract ----------------------------------------------------------------- */
 
-/* vam-bitmap: the first free slot by PHKmalloc's linear search, or NULL. */
-static inline char *vam_bitmap_take(heap_t *h, desc_t *b) {
-  unsigned inspected;
-  uint64_t *bits = b->u.blk.free;
-  int i = bits_find_linear(bits, vam_bitmap_words(b), &inspected);
-  h->stats.searches++;
-  h->stats.search_words += inspected;
-  if (inspected > h->stats.search_words_max) h->stats.search_words_max = inspected;
-  if (i < 0) return NULL;
-  bits[i >> 6] &= ~(1ull << (i & 63));
-  return desc_start(b) + (size_t)i * b->obj_size;
-}
-
 static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
   if (likely(size <= VAM_MEDIUM_MAX)) {
-    desc_t *b = h->d.avail[sizeclass_of(&vam_classes, size)];
-    char *p;
-    if (cfg_block_bitmap) {
-      if (b == &vam_none || !(p = vam_bitmap_take(h, b))) return vam_alloc_slow(h, size, zero);
-      if (zero) memset(p, 0, b->obj_size);
-    } else if (likely((p = b->u.blk.bump) < b->u.blk.end)) {
-      b->u.blk.bump = p + b->obj_size;
-      if (b->marker_off) *(void **)(p + b->marker_off) = NULL;
-      if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, b->obj_size);
-    } else if (likely((p = b->u.blk.free) != NULL)) {
-      b->u.blk.free = *(void **)p;
-      if (b->marker_off) *(void **)(p + b->marker_off) = NULL;
-      if (zero) memset(p, 0, b->obj_size);
-    } else {
-      return vam_alloc_slow(h, size, zero);
-    }
-    b->used++;
-    h->stats.malloc_calls++;
-    h->stats.bytes_allocated += b->obj_size;
-    if (cfg_small_headers && b->aux8) {
-      *(uint64_t *)p = vam_classes.size[b->cls];   /* the header: the object's size */
-      p += b->aux8;
-    }
-    return p;
+    unsigned cls = sizeclass_of(&vam_classes, size);
+    void *p = vam_block_take(h, h->d.avail[cls], zero);
+    return likely(p != NULL) ? p : vam_alloc_slow(h, size, cls, zero);
   }
   if (size <= VAM_LARGE_MAX) return vam_alloc_large(h, size, zero);
   return huge_alloc(h, size, 0, zero);
@@ -343,9 +365,10 @@ static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zer
 
 static void vam_block_empty(heap_t *h, desc_t *b);
 
-static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, const char *call) {
+static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t off, const char *call) {
   char *slot = cfg_small_headers ? (char *)p - b->aux8 : p;
-  long index = divide_exact((size_t)(slot - desc_start(b)), b->obj_size, b->aux);
+  if (cfg_small_headers) off -= b->aux8;
+  long index = divide_exact(off, b->obj_size, b->aux);
   if (cfg_block_bitmap) {
     if (unlikely(index < 0 || slot >= b->u.blk.end)) locus_fatal(call, "invalid pointer", p);
     uint64_t *word = (uint64_t *)b->u.blk.free + (index >> 6), bit = 1ull << (index & 63);
@@ -353,22 +376,23 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, const ch
     *word |= bit;
   } else {
     if (unlikely(index < 0 || slot >= b->u.blk.bump)) locus_fatal(call, "invalid pointer", p);
+    /* Branch-free marker test: an 8-byte slot has no marker word (marker_off 0), so its test
+     * reads the link word, which never equals a marker, and its marker is overwritten by the
+     * link; for it only the test against the list head catches a double free. */
     uintptr_t *link = (uintptr_t *)slot, *mark = (uintptr_t *)(slot + b->marker_off);
-    if (b->marker_off ? *mark == free_marker(slot) : slot == b->u.blk.free) locus_fatal(call, "double free", p);
+    uintptr_t marker = free_marker(slot);
+    void *head = b->u.blk.free;
+    if (unlikely(*mark == marker || slot == head)) locus_fatal(call, "double free", p);
     if (cfg_small_headers && b->aux8 && *link != vam_classes.size[b->cls]) locus_fatal(call, "invalid pointer", p);
-    *link = (uintptr_t)b->u.blk.free;
-    if (b->marker_off) *mark = free_marker(slot);
+    *mark = marker;
+    *link = (uintptr_t)head;
     b->u.blk.free = slot;
   }
   h->stats.free_calls++;
   h->stats.bytes_allocated -= b->obj_size;
   if (unlikely(b->flags & FLAG_FULL)) {           /* full -> front of the available list */
-    desc_t **head = &h->d.avail[b->cls];
     b->flags &= (uint16_t)~FLAG_FULL;
-    b->prev = NULL;
-    b->next = *head == &vam_none ? NULL : *head;
-    if (b->next) b->next->prev = b;
-    *head = b;
+    list_push(&h->d.avail[b->cls], b);
   }
   if (unlikely(--b->used == 0)) vam_block_empty(h, b);
 }
@@ -377,24 +401,24 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, const ch
  * block and the policy is not immediate; then it is reset to bump mode and kept. */
 static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
   unsigned cls = b->cls;
-  if (opt.discard != DISCARD_IMMEDIATE && h->d.avail[cls] == b && !b->next) {
+  if (opt.discard != DISCARD_IMMEDIATE && h->d.avail[cls] == b && b->next == &h->d.none) {
     if (!cfg_block_bitmap) {
       b->u.blk.bump = desc_start(b);
       b->u.blk.free = NULL;
     }
     b->flags &= (uint16_t)~FLAG_CLEAN;
   } else {
-    list_unlink(&h->d.avail[cls], b, &vam_none);
+    list_unlink(&h->d.avail[cls], b);
     h->stats.blocks_in_use--;
     pages_free(h, b);
   }
   heap_debug_tick(h);
 }
 
-static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
-  if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, call);
+static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
+  if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, off, call);
   else if (d->kind == KIND_VAM_REGION) vam_free_large(h, d, p, call);
-  else locus_fatal(call, "invalid pointer", p);
+  else core_free(h, d, p, call);
 }
 
 /* The slot index of p in block b, or a fatal error if p is not an object's address. */
@@ -451,8 +475,8 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < vam_classes.count; c++) {
     desc_t *b = h->d.avail[c];
-    if (b != &vam_none && b->used == 0) {
-      list_unlink(&h->d.avail[c], b, &vam_none);
+    if (b != &h->d.none && b->used == 0) {
+      list_unlink(&h->d.avail[c], b);
       h->stats.blocks_in_use--;
       pages_free(h, b);
     }
@@ -503,10 +527,8 @@ static size_t design_check(heap_t *h) {
 #define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
   size_t listed = 0, blocks = 0;
   for (unsigned c = 0; c < vam_classes.count; c++) {
-    desc_t *b = h->d.avail[c];
-    if (b == &vam_none) continue;
-    for (; b; b = b->next) {
-      CHECK(b->cls == c && !(b->flags & FLAG_FULL));
+    for (desc_t *b = h->d.avail[c]; b != &h->d.none; b = b->next) {
+      CHECK(b->cls == c && !(b->flags & FLAG_FULL) && (cfg_block_bitmap || vam_has_room(b)));
       listed++;
     }
   }

@@ -17,9 +17,10 @@
  * finds full blocks through the segments); this saves two list updates per transition.
  *
  * Invariants (checked by vam_check):
- *  - avail[c] is &vam_none when empty, else a NULL-terminated list of blocks of class c, none
- *    FLAG_FULL. A listed block may have just filled up (a block freed into goes in front of
- *    it); the slow path retires exhausted blocks as they reach the head.
+ *  - avail[c] is a list of blocks of class c ending at &d.none (its own head when empty); the
+ *    first block's prev is NULL. No listed block is FLAG_FULL, and every listed block has room
+ *    (the malloc that takes a block's last object retires it at once; vam-bitmap retires in
+ *    the slow path, so its head may be exhausted).
  *  - A block on no list is FLAG_FULL and exhausted.
  *  - used + (objects on the free list) + (objects beyond bump) == capacity.
  *  - A freed small object holds (address ^ cookie) in its second word (objects of 16 B and
@@ -81,13 +82,13 @@ typedef struct design_heap {
   chunk_t *bins[LARGE_BINS];
   bitmap2_t binmap;
   desc_t *spare_region;          /* an empty region kept for reuse (not immediate policy) */
+  /* The end of every available list of this heap, and the head of an empty one: it reads as
+   * a block with no room, so malloc's fast path falls through to the slow path without a NULL
+   * test, and list updates need no NULL tests either. Only its prev field is ever written. */
+  desc_t none;
 } design_heap_t;
 
-/* The empty available list: reads as a block with no room, so the fast path falls through to
- * the slow path without testing for NULL. Never written. */
-static desc_t vam_none;
-
 /* heap_empty's state: every list empty (see heap.h). */
-#define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &vam_none } }
+#define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &heap_empty.d.none } }
 
 #endif
