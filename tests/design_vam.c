@@ -185,6 +185,26 @@ static void t_huge_cache(void) {
   stats_get(&s1);
   CHECKF(s1.discard_calls - s0.discard_calls < 10, "each 2 MiB allocation unmapped: %lu calls",
          (unsigned long)(s1.discard_calls - s0.discard_calls));
+  /* A cached object beyond the cache's resident quarter (4 of 16 MiB) keeps its mapping but
+   * not its pages; a cached object that no request fits is unmapped when a new one is mapped. */
+  size_t big = 12u << 20;
+  char *p = malloc(big);
+  memset(p, 1, big);
+  size_t before = rss_bytes();
+  free(p);
+  size_t after = rss_bytes();
+  CHECKF(after + (big / 2) < before, "a freed 12 MiB object stayed resident: RSS %zu -> %zu KiB",
+         before >> 10, after >> 10);
+  char *q = malloc(big);               /* the cached mapping is reused ... */
+  CHECKF(q == p, "the cached 12 MiB mapping was not reused");
+  free(q);
+  stats_get(&s0);
+  char *r = malloc(3 * big / 2);       /* ... and dropped for a request it cannot serve */
+  stats_get(&s1);
+  CHECKF(s1.bytes_mapped < s0.bytes_mapped + big, "the cached mapping was kept beside a new "
+         "one: mapped %lu -> %lu MiB", (unsigned long)(s0.bytes_mapped >> 20),
+         (unsigned long)(s1.bytes_mapped >> 20));
+  free(r);
 }
 
 int main(int argc, char **argv) {

@@ -5,8 +5,11 @@
  * its pages are discarded with the page manager's policy when freed. From the threshold up it
  * gets its own mapping (an OS object), aligned to the segment size so the segment map finds
  * its header: [header page][object ...]. Freed OS objects wait in a small cache (LOCUS_HUGE_CACHE
- * bytes, at most 8, dropped after LOCUS_DECAY_MS) so a program that repeatedly allocates big
- * buffers does not make a system call each time; the immediate policy does not cache. */
+ * bytes, at most 8, dropped after LOCUS_DECAY_MS, or as soon as a new mapping is needed) so a
+ * program that repeatedly allocates big buffers of similar sizes makes no mmap/munmap calls
+ * each time. Only a quarter of the cache stays resident; the rest keeps its mappings but not
+ * its pages: with all 16 MiB resident, sqlite's peak RSS was 25% higher (other objects grew
+ * while its big sort buffers sat in the cache). The immediate policy does not cache. */
 #ifndef LOCUS_HUGE_H
 #define LOCUS_HUGE_H
 
@@ -21,8 +24,8 @@ typedef struct os_obj {
 } os_obj_t;
 
 #define HUGE_CACHE_SLOTS 8
-static struct { os_obj_t *obj; uint64_t freed_ms; } huge_cache[HUGE_CACHE_SLOTS];
-static size_t huge_cache_bytes;
+static struct { os_obj_t *obj; uint64_t freed_ms; bool dirty; } huge_cache[HUGE_CACHE_SLOTS];
+static size_t huge_cache_bytes, huge_cache_dirty;   /* mapped / still resident, in the cache */
 static _Atomic uint64_t os_objects_live, os_objects_bytes;
 
 static inline size_t os_obj_usable(const os_obj_t *o) { return o->map_size - o->offset; }
@@ -44,6 +47,7 @@ static size_t huge_cache_purge(uint64_t older_than) {
     if (o && huge_cache[i].freed_ms < older_than) {
       huge_cache[i].obj = NULL;
       huge_cache_bytes -= o->map_size;
+      if (huge_cache[i].dirty) huge_cache_dirty -= o->map_size;
       freed += o->map_size;
       os_obj_unmap(o);
     }
@@ -65,7 +69,11 @@ static os_obj_t *huge_cache_take(size_t map_size) {
       slot = i;
     }
   }
-  if (best) { huge_cache[slot].obj = NULL; huge_cache_bytes -= best->map_size; }
+  if (best) {
+    huge_cache[slot].obj = NULL;
+    huge_cache_bytes -= best->map_size;
+    if (huge_cache[slot].dirty) huge_cache_dirty -= best->map_size;
+  }
   lock_release(&huge_cache_lock);
   return best;
 }
@@ -78,9 +86,15 @@ static bool huge_cache_put(os_obj_t *o) {
   int slot = -1;
   for (int i = 0; i < HUGE_CACHE_SLOTS && slot < 0; i++) if (!huge_cache[i].obj) slot = i;
   if (slot >= 0 && huge_cache_bytes + o->map_size <= opt.huge_cache) {
+    /* A quarter of the cache may stay resident (reuse then faults nothing in); beyond that the
+     * mapping is kept but its pages are discarded. */
+    bool dirty = huge_cache_dirty + o->map_size <= opt.huge_cache / 4;
+    if (dirty) huge_cache_dirty += o->map_size;
+    else os_discard((char *)o + os_page_size, o->map_size - os_page_size);
     o->state = OS_OBJ_CACHED;
     huge_cache[slot].obj = o;
     huge_cache[slot].freed_ms = now;
+    huge_cache[slot].dirty = dirty;
     huge_cache_bytes += o->map_size;
     kept = true;
   }
@@ -103,6 +117,10 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   if (o) {
     if (zero) memset((char *)o + offset, 0, size);
   } else {
+    /* No cached mapping fits: the cached ones do not suit what the program allocates now, so
+     * they go before a new mapping is made. The cache then never adds to the peak footprint
+     * (keeping them made sqlite's peak RSS 25% higher for no gain in time). */
+    if (huge_cache_bytes) huge_cache_purge(UINT64_MAX);
     o = os_map_aligned(map_size, SEGMENT_SIZE);
     if (!o) return NULL;
     o->map_size = map_size;
