@@ -57,9 +57,7 @@ __attribute__((destructor)) static void locus_at_exit(void) {
 /* ---- the core operations -------------------------------------------------------------------- */
 
 static ALWAYS_INLINE void *alloc_impl(size_t size, bool zero) {
-  void *p = design_alloc(tl_heap, size, zero);
-  if (unlikely(!p)) errno = ENOMEM;
-  return p;
+  return design_alloc(tl_heap, size, zero);   /* a failure has set errno (alloc_failed) */
 }
 
 static void *aligned_impl(size_t align, size_t size, bool zero) {
@@ -72,16 +70,10 @@ static void *aligned_impl(size_t align, size_t size, bool zero) {
   return p;
 }
 
-/* Frees p (run descriptor d, off bytes into the run) into h, which the caller owns or has
- * locked. */
-static ALWAYS_INLINE void heap_free_desc(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
-  design_free(h, d, p, off, call);   /* the design tests its kinds first, then core_free */
-}
-
+/* Frees p into h, which the caller owns or has locked. */
 static void heap_free_local(heap_t *h, void *p, const char *call) {
-  size_t off;
-  desc_t *d = desc_locate(segment_of(p), p, &off);
-  heap_free_desc(h, d, p, off, call);
+  segment_t *s = segment_of(p);
+  design_free(h, desc_of_page(s, p), p, call);
 }
 
 /* free of anything not in a segment: NULL, an object with its own mapping, or not ours. Out of
@@ -94,7 +86,8 @@ static NOINLINE void free_outside_segments(void *p, unsigned g, const char *call
   errno = saved;
 }
 
-static NOINLINE void free_foreign_heap(heap_t *h, desc_t *d, void *p, const char *call) {
+static NOINLINE void free_foreign_heap(heap_t *h, void *p, const char *call) {
+  desc_t *d = desc_head(segment_of(p), p);
   if (d->kind == KIND_FREE) free_not_object(d, p, call);
   heap_free_remote(h, d, p, call);
 }
@@ -103,11 +96,9 @@ static ALWAYS_INLINE void free_impl(void *p, const char *call) {
   unsigned g = segmap_get(p);   /* NULL lies in granule 0, never a segment */
   if (likely(g == GRANULE_SEGMENT)) {
     segment_t *s = segment_of(p);
-    size_t off;
-    desc_t *d = desc_locate(s, p, &off);
     heap_t *h = s->heap;
-    if (likely(h == tl_heap)) heap_free_desc(h, d, p, off, call);
-    else free_foreign_heap(h, d, p, call);
+    if (likely(h == tl_heap)) design_free(h, desc_of_page(s, p), p, call);
+    else free_foreign_heap(h, p, call);
   } else {
     free_outside_segments(p, g, call);
   }

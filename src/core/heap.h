@@ -45,12 +45,21 @@ struct heap {
   bool fork_taken;              /* fork_prepare took h->lock */
 };
 
+/* Every allocation failure returns through here: glibc sets errno on each, and so do we. Being
+ * done where the failure happens, malloc's fast path needs no test of its result. */
+static COLD NOINLINE void *alloc_failed(void) {
+  errno = ENOMEM;
+  return NULL;
+}
+
 /* ---- the design contract ------------------------------------------------------------------ */
+/* design_alloc(h, size, zero) and design_alloc_aligned return NULL only via alloc_failed(). */
 static void design_global_init(void);
 static void design_heap_init(heap_t *h);
-/* Frees p, whose run head is d and which lies off bytes from the run's start, into heap h (the
- * caller owns h). Runs of other kinds than the design's go to core_free (huge.h). */
-static void design_free(heap_t *h, desc_t *d, void *p, size_t off, const char *call);
+/* Frees p into heap h (the caller owns h). d is the descriptor of p's page: the head of a run
+ * of the design's one-page kind is freed at once; anything else is resolved with desc_locate,
+ * and runs of kinds not the design's go to core_free (huge.h). */
+static void design_free(heap_t *h, desc_t *d, void *p, const char *call);
 /* Checks a pointer another thread is about to push onto h->remote; ends the program on a
  * detectable invalid or double free. */
 static void design_check_remote(desc_t *d, void *p, const char *call);

@@ -175,14 +175,16 @@ static bool os_obj_resize(void *p, size_t size) {
 /* ---- huge objects in runs of pages ---------------------------------------------------------- */
 
 static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
-  if (unlikely(h == &heap_empty) && !(h = heap_acquire())) return NULL;
+  if (unlikely(h == &heap_empty) && !(h = heap_acquire())) return alloc_failed();
   size_t pages = size ? (size + os_page_size - 1) >> os_page_shift : 1;
-  if (size >= opt.os_threshold || size > PTRDIFF_MAX || pages + align / os_page_size > (SEGMENT_SIZE >> os_page_shift) / 2)
-    return os_obj_alloc(size, align, zero);
+  if (size >= opt.os_threshold || size > PTRDIFF_MAX || pages + align / os_page_size > (SEGMENT_SIZE >> os_page_shift) / 2) {
+    void *p = os_obj_alloc(size, align, zero);
+    return p ? p : alloc_failed();
+  }
   heap_collect(h);
   bool clean;
   desc_t *r = pages_alloc(h, pages, align > os_page_size ? align >> os_page_shift : 1, &clean);
-  if (!r) return NULL;
+  if (!r) return alloc_failed();
   r->kind = KIND_HUGE;
   r->u.huge.usable = pages << os_page_shift;
   h->stats.huge_in_use++;

@@ -107,6 +107,10 @@ static inline desc_t *desc_head(segment_t *s, const void *p) {
   desc_t *d = &s->desc[page_index(s, p)];
   return d - d->back;
 }
+/* The descriptor of p's own page: the run's head, or a KIND_INTERIOR page of it. */
+static inline desc_t *desc_of_page(segment_t *s, const void *p) {
+  return &s->desc[page_index(s, p)];
+}
 /* desc_head, plus p's byte offset from the start of its run: what free needs, in few steps. */
 static inline desc_t *desc_locate(segment_t *s, const void *p, size_t *off) {
   size_t in_segment = (uintptr_t)p - (uintptr_t)s, index = in_segment >> os_page_shift;

@@ -78,6 +78,12 @@ COLD __attribute__((noreturn)) static void locus_fatal(const char *call, const c
   abort();
 }
 
+/* locus_fatal for fast paths: `{ locus_fatal_jump(...); return; }` compiles to a jump, where a
+ * call of a noreturn function would make the caller set up a stack frame for the call. */
+COLD NOINLINE __attribute__((noipa)) static void locus_fatal_jump(const char *call, const char *what, const void *p) {
+  locus_fatal(call, what, p);
+}
+
 COLD __attribute__((noreturn, unused)) static void locus_assert_fail(const char *c, const char *file, int line) {
   locus_printf(2, "locus: internal assertion failed: %s (%s:%d)\n", c, file, line);
   abort();

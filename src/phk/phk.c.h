@@ -178,11 +178,11 @@ static void *phk_alloc_small(heap_t *h, unsigned cls, bool zero);
  * gives the class no page either, make a new one. */
 static NOINLINE void *phk_alloc_slow(heap_t *h, unsigned cls, bool zero) {
   if (h == &heap_empty) {
-    if (!(h = heap_acquire())) return NULL;
+    if (!(h = heap_acquire())) return alloc_failed();
     return phk_alloc_small(h, cls, zero);
   }
   heap_collect(h);
-  if (h->d.avail[cls] == &phk_none && !phk_page_new(h, cls)) return NULL;
+  if (h->d.avail[cls] == &phk_none && !phk_page_new(h, cls)) return alloc_failed();
   heap_debug_tick(h);
   return phk_alloc_small(h, cls, zero);
 }
@@ -212,7 +212,7 @@ static void *phk_alloc(heap_t *h, size_t size, bool zero);
  * when it is the process's first call too: the limit is 0 until start-up has run. */
 static NOINLINE void *phk_alloc_pages(heap_t *h, size_t size, bool zero) {
   if (h == &heap_empty) {
-    if (!(h = heap_acquire())) return NULL;
+    if (!(h = heap_acquire())) return alloc_failed();
     return phk_alloc(h, size, zero);
   }
   return huge_alloc(h, size, 0, zero);
@@ -230,7 +230,7 @@ static ALWAYS_INLINE void *phk_alloc(heap_t *h, size_t size, bool zero) {
  * boundary and chunk i starts at i * size): with power-of-two classes, the class of
  * max(size, align). Larger alignments get a page run aligned in the page manager. */
 static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zero) {
-  if (h == &heap_empty && !(h = heap_acquire())) return NULL;   /* start-up sets the classes */
+  if (h == &heap_empty && !(h = heap_acquire())) return alloc_failed();   /* start-up sets the classes */
   if (size < phk_small_limit)
     for (unsigned c = sizeclass_of(&phk_classes, size); c < phk_classes.count; c++)
       if (phk_classes.size[c] % align == 0) return phk_alloc_small(h, c, zero);
@@ -251,20 +251,20 @@ static void phk_page_empty(heap_t *h, desc_t *pg);
 
 static ALWAYS_INLINE void phk_free_chunk(heap_t *h, desc_t *pg, void *p, size_t off, const char *call) {
   if (cfg_phk_reap) {
-    if (unlikely(sizeclass_index(&phk_classes, pg->cls, off) < 0)) locus_fatal(call, "invalid pointer", p);
+    if (unlikely(sizeclass_index(&phk_classes, pg->cls, off) < 0)) { locus_fatal_jump(call, "invalid pointer", p); return; }
     /* beyond bump: never handed out, or freed before the page went back to bump mode */
-    if (unlikely((char *)p >= pg->u.blk.bump)) locus_fatal(call, "double free or invalid pointer", p);
+    if (unlikely((char *)p >= pg->u.blk.bump)) { locus_fatal_jump(call, "double free or invalid pointer", p); return; }
     uintptr_t *w = p;
-    if (pg->marker_off ? w[1] == free_marker(pg, p) : p == pg->u.blk.free) locus_fatal(call, "double free", p);
+    if (pg->marker_off ? w[1] == free_marker(pg, p) : p == pg->u.blk.free) { locus_fatal_jump(call, "double free", p); return; }
     w[0] = (uintptr_t)pg->u.blk.free;
     if (pg->marker_off) w[1] = free_marker(pg, p);
     pg->u.blk.free = p;
   } else {
     long i = phk_chunk_index(pg, (size_t)((char *)p - phk_start(pg)));
-    if (unlikely(i < 0)) locus_fatal(call, "invalid pointer", p);
+    if (unlikely(i < 0)) { locus_fatal_jump(call, "invalid pointer", p); return; }
     phk_word_t *wi = &phk_bits(pg)[i >> 6];
     uint64_t bit = 1ull << (i & 63);
-    if (unlikely(*wi & bit)) locus_fatal(call, "double free", p);   /* exact: already free */
+    if (unlikely(*wi & bit)) { locus_fatal_jump(call, "double free", p); return; }   /* exact: already free */
     *wi |= bit;
     if (cfg_phk_summary) *phk_summary(pg) |= 1ull << (i >> 6);
   }
@@ -299,9 +299,16 @@ static NOINLINE void phk_page_empty(heap_t *h, desc_t *pg) {
   heap_debug_tick(h);
 }
 
-static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
-  if (likely(d->kind == KIND_PHK_PAGE)) phk_free_chunk(h, d, p, off, call);
+static NOINLINE void phk_free_run(heap_t *h, void *p, const char *call) {
+  size_t off;
+  desc_t *d = desc_locate(segment_of(p), p, &off);
+  if (d->kind == KIND_PHK_PAGE) phk_free_chunk(h, d, p, off, call);
   else core_free(h, d, p, call);
+}
+
+static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+  if (likely(d->kind == KIND_PHK_PAGE)) phk_free_chunk(h, d, p, (uintptr_t)p & (os_page_size - 1), call);
+  else phk_free_run(h, p, call);
 }
 
 /* Another thread is about to hand p back to its owner. The owner may be changing the page's

@@ -114,6 +114,7 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, bool zero) {
     if (b == &h->d.none || !(p = vam_bitmap_take(h, b))) return NULL;
     if (zero) memset(p, 0, b->obj_size);
   } else if (likely((p = b->u.blk.bump) < b->u.blk.end)) {
+    if (!p) __builtin_unreachable();   /* below a block's end: a real address (no NULL test) */
     char *bump = p + b->obj_size;
     b->u.blk.bump = bump;
     if (unlikely(bump >= b->u.blk.end) && !b->u.blk.free) vam_block_retire(h, b);
@@ -148,7 +149,7 @@ static inline bool vam_has_room(const desc_t *b) {
  * in front; the next malloc exhausts it), so it stays lean: no re-dispatch, no size lookup. */
 static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, unsigned cls, bool zero) {
   if (h == &heap_empty) {   /* the first allocation may come before the class tables exist */
-    if (!(h = heap_acquire())) return NULL;
+    if (!(h = heap_acquire())) return alloc_failed();
     return vam_alloc(h, size, zero);
   }
   heap_collect(h);
@@ -156,7 +157,7 @@ static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, unsigned cls, bool 
   for (;;) {
     b = h->d.avail[cls];
     if (b == &h->d.none) {
-      if (!(b = vam_block_new(h, cls))) return NULL;
+      if (!(b = vam_block_new(h, cls))) return alloc_failed();
       break;
     }
     if (vam_has_room(b)) break;
@@ -231,7 +232,7 @@ static void chunk_split(heap_t *h, chunk_t *c, uint32_t want) {
 }
 
 static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
-  if (h == &heap_empty && !(h = heap_acquire())) return NULL;
+  if (h == &heap_empty && !(h = heap_acquire())) return alloc_failed();
   heap_collect(h);
   uint32_t want = (uint32_t)align_up(size + CHUNK_HEADER, 16);
   if (want < LARGE_MIN_CHUNK) want = LARGE_MIN_CHUNK;
@@ -242,7 +243,7 @@ static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
     chunk_bin_remove(h, c);
     if (h->d.spare_region && desc_head(segment_of(c), c) == h->d.spare_region) h->d.spare_region = NULL;
   } else if (!(c = region_new(h))) {
-    return NULL;
+    return alloc_failed();
   }
   c->size |= CHUNK_INUSE;
   chunk_split(h, c, want);
@@ -375,14 +376,14 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
     if (*word & bit) locus_fatal(call, "double free", p);
     *word |= bit;
   } else {
-    if (unlikely(index < 0 || slot >= b->u.blk.bump)) locus_fatal(call, "invalid pointer", p);
+    if (unlikely(index < 0 || slot >= b->u.blk.bump)) { locus_fatal_jump(call, "invalid pointer", p); return; }
     /* Branch-free marker test: an 8-byte slot has no marker word (marker_off 0), so its test
      * reads the link word, which never equals a marker, and its marker is overwritten by the
      * link; for it only the test against the list head catches a double free. */
     uintptr_t *link = (uintptr_t *)slot, *mark = (uintptr_t *)(slot + b->marker_off);
     uintptr_t marker = free_marker(slot);
     void *head = b->u.blk.free;
-    if (unlikely(*mark == marker || slot == head)) locus_fatal(call, "double free", p);
+    if (unlikely(*mark == marker || slot == head)) { locus_fatal_jump(call, "double free", p); return; }
     if (cfg_small_headers && b->aux8 && *link != vam_classes.size[b->cls]) locus_fatal(call, "invalid pointer", p);
     *mark = marker;
     *link = (uintptr_t)head;
@@ -415,10 +416,20 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
   heap_debug_tick(h);
 }
 
-static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
-  if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, off, call);
+/* Anything but a one-page block's head page: a medium block's other pages, regions, core runs. */
+static NOINLINE void vam_free_run(heap_t *h, void *p, const char *call) {
+  size_t off;
+  desc_t *d = desc_locate(segment_of(p), p, &off);
+  if (d->kind == KIND_VAM_BLOCK) vam_free_block(h, d, p, off, call);
   else if (d->kind == KIND_VAM_REGION) vam_free_large(h, d, p, call);
   else core_free(h, d, p, call);
+}
+
+static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+  /* A page whose descriptor is a block's is the block's first page: p's offset is its offset
+   * in the page. */
+  if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, (uintptr_t)p & (os_page_size - 1), call);
+  else vam_free_run(h, p, call);
 }
 
 /* The slot index of p in block b, or a fatal error if p is not an object's address. */
