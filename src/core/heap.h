@@ -113,7 +113,7 @@ static segment_t *segment_create(heap_t *h) {
   h->pages.segments = s;
   h->pages.nsegments++;
   desc_t *r = &s->desc[header];
-  run_mark_free(r, npages - header, 0);
+  run_shape_free(r, npages - header, 0);   /* fresh descriptors are zero: plain free pages */
   s->free_pages = (uint32_t)(npages - header);
   run_insert(&h->pages, r, false, 0);
   segmap_set(s, SEGMENT_SIZE, GRANULE_SEGMENT, GRANULE_SEGMENT);
@@ -164,14 +164,14 @@ static desc_t *pages_alloc(heap_t *h, size_t n, size_t align, bool *clean) {
   size_t idx = (size_t)(r - s->desc), lead = 0;
   if (align > 1) lead = (align_up(((uintptr_t)s >> os_page_shift) + idx, align) - ((uintptr_t)s >> os_page_shift)) - idx;
   if (lead) {
-    run_mark_free(r, lead, 0);
+    run_shape_free(r, lead, 0);
     run_insert(pm, r, dirty_run, when);
     r += lead;
     total -= lead;
   }
   if (total > n) {
     desc_t *rest = r + n;
-    run_mark_free(rest, total - n, 0);
+    run_shape_free(rest, total - n, 0);
     run_insert(pm, rest, dirty_run, when);
   }
   for (size_t i = 0; i < n; i++) { r[i].back = (uint32_t)i; r[i].kind = KIND_INTERIOR; }
@@ -244,10 +244,13 @@ static void pages_free(heap_t *h, desc_t *r) {
   if (immediate) os_discard(desc_start(r), n << os_page_shift);
   bool dirty = !immediate;
   uint64_t when = now_ms();
+  run_clear(r, n);
+  /* Merge with free neighbours: their boundary pages become plain free pages. */
   if (idx > s->first && s->desc[idx - 1].kind == KIND_FREE) {
-    desc_t *prev = &s->desc[idx - 1] - s->desc[idx - 1].back;
+    desc_t *tail = &s->desc[idx - 1], *prev = tail - tail->back;
     dirty |= (prev->flags & FLAG_DIRTY) != 0;
     run_remove(pm, prev);
+    tail->back = 0;
     n += prev->npages;
     r = prev;
     idx = (size_t)(r - s->desc);
@@ -256,9 +259,10 @@ static void pages_free(heap_t *h, desc_t *r) {
     desc_t *next = &s->desc[idx + n];
     dirty |= (next->flags & FLAG_DIRTY) != 0;
     run_remove(pm, next);
+    next->flags = 0;
     n += next->npages;
   }
-  run_mark_free(r, n, 0);
+  run_shape_free(r, n, 0);
   if (immediate && run_is_whole_segment(r) && pm->nsegments > 1) {
     bin_insert(pm, r);
     segment_destroy(h, s);
@@ -283,7 +287,7 @@ static bool pages_grow(heap_t *h, desc_t *r, size_t n) {
   size_t extra = n - have;
   if (total > extra) {
     desc_t *rest = next + extra;
-    run_mark_free(rest, total - extra, 0);
+    run_shape_free(rest, total - extra, 0);
     run_insert(&h->pages, rest, dirty, when);
   }
   for (size_t i = have; i < n; i++) { r[i].back = (uint32_t)i; r[i].kind = KIND_INTERIOR; r[i].flags = 0; }
@@ -421,6 +425,8 @@ static size_t pages_check(heap_t *h) {
       if (r->kind == KIND_FREE) {
         CHECK(!prev_free);
         CHECK(r[r->npages - 1].back == r->npages - 1);
+        for (size_t k = 1; k < r->npages; k++)
+          CHECK(r[k].kind == KIND_FREE && r[k].flags == 0 && (r[k].back == 0 || k == r->npages - 1));
         bool binned = false;
         for (desc_t *c = h->pages.bins[run_bin(r->npages)]; c && !binned; c = c->next) binned = c == r;
         CHECK(binned);

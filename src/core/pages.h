@@ -10,9 +10,9 @@
  *  - In a run in use, desc[i].back == i - head for every page i of the run; the head's kind is
  *    the run's, every other page's KIND_INTERIOR (so a page whose kind is not KIND_INTERIOR is
  *    its own head: free finds one-page blocks without reading `back`).
- *  - In a free run, every page has kind KIND_FREE; back is 0 except on the tail page, where it
- *    leads to the head (so a run freed just after can find and merge with it). Free runs are
- *    never adjacent: they are merged when freed.
+ *  - In a free run, every page has kind KIND_FREE and flags 0 except on the head; back is 0
+ *    except on the tail page, where it leads to the head (so a run freed just after can find
+ *    and merge with it). Free runs are never adjacent: they are merged when freed.
  *  - A free run is in exactly one bin; it is in the dirty list iff FLAG_DIRTY (its pages may
  *    hold data and count in RSS). Clean free runs read as zero.
  *  - pages.dirty_pages is the sum of npages over dirty runs.
@@ -182,11 +182,21 @@ static void dirty_remove(pages_t *pm, desc_t *r) {
   pm->dirty_pages -= r->npages;
 }
 
-/* Writes the free-run shape onto [r, r+n): all pages FREE, tail leads to head. */
-static void run_mark_free(desc_t *r, size_t n, uint16_t flags) {
+/* Makes the pages of [r, r+n), which a run in use held, plain free pages (kind FREE, back 0). */
+static void run_clear(desc_t *r, size_t n) {
   for (size_t i = 0; i < n; i++) { r[i].kind = KIND_FREE; r[i].back = 0; r[i].flags = 0; }
+}
+
+/* Gives [r, r+n), whose pages are all plain free pages except perhaps r and the tail, the shape
+ * of a free run: the head holds the length, the tail leads back to the head. Only the two ends
+ * are written, so carving a block off a big free run, or merging free runs, costs O(1) and not
+ * a store to every page's descriptor (which made a fresh segment's blocks cost O(pages) each). */
+static void run_shape_free(desc_t *r, size_t n, uint16_t flags) {
+  r->kind = KIND_FREE;
+  r->back = 0;
   r->npages = (uint32_t)n;
   r->flags = flags;
+  r[n - 1].kind = KIND_FREE;
   r[n - 1].back = (uint32_t)(n - 1);
 }
 
