@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .common import LabError, human_bytes
+from .suite import SCALING_ONE, SCALING_TWO
 
 # ---- cell formatting (shared by the terminal and Markdown tables) --------------------------------
 
@@ -68,6 +69,22 @@ def fmt_cache(key):
     return fmt
 
 
+# Marks a workload's row that the geometric means leave out (threads1: a baseline for the
+# scaling table, not a workload of its own).
+NOT_IN_GEOMEAN = "†"
+
+
+def _label(summary, workload) -> str:
+    return (f"{workload} {NOT_IN_GEOMEAN}" if workload in summary.get("not_in_geomean", ())
+            else workload)
+
+
+def _shows_geomean(summary) -> bool:
+    """A geomean row only when it averages more than one workload."""
+    excluded = summary.get("not_in_geomean", ())
+    return sum(1 for w in summary["workloads"] if w not in excluded) > 1
+
+
 def _geo(summary, key):
     out = {}
     for a in summary["allocators"]:
@@ -94,7 +111,22 @@ def tables(summary: dict) -> list:
                            ("ll_misses", "Last-level cache misses")):
             out.append((title + " (cachegrind)", f"one run each; {base} as a count, others "
                         f"as a multiple of {base}", fmt_cache(key), key + "_norm"))
+    excluded = summary.get("not_in_geomean", [])
+    if excluded:
+        foot = f"; {NOT_IN_GEOMEAN} not in the geomean: {', '.join(excluded)}"
+        out = [(title, note + foot, fmt, key) for title, note, fmt, key in out]
     return out
+
+
+SCALING_DEFINITION = (f"2 x median wall time of {SCALING_ONE} / that of {SCALING_TWO} "
+                      "(same work per thread); 2.00 = ideal")
+
+
+def scaling_machine_note(meta: dict) -> str:
+    # Wall-clock scaling measures the machine as much as the allocator: say which machine.
+    cores = meta.get("machine", {}).get("cores") or "?"
+    return (f"Measured on {cores} cores; wall-clock scaling needs two idle cores (a busy or "
+            "one-core machine caps it, whatever the allocator).")
 
 
 # ---- terminal ---------------------------------------------------------------------------------
@@ -118,7 +150,7 @@ def _column_groups(width: int, first: int, columns: list) -> list:
 def print_summary(console: Console, summary: dict, meta: dict) -> None:
     base = summary["baseline"]
     works = summary["workloads"]
-    first = max([len(w) for w in works] + [len("geomean"), len("workload")])
+    first = max([len(_label(summary, w)) for w in works] + [len("geomean"), len("workload")])
     for title, note, fmt, geo_key in tables(summary):
         geo = _geo(summary, geo_key)
         texts = {a: [fmt(summary["cells"][(w, a)], a == base) for w in works]
@@ -143,13 +175,14 @@ def print_summary(console: Console, summary: dict, meta: dict) -> None:
                                          and "cachegrind" in title):
                         text = f"[red]{text}[/red]"
                     row.append(text)
-                t.add_row(w, *row)
-            if len(works) > 1:
+                t.add_row(_label(summary, w), *row)
+            if _shows_geomean(summary):
                 t.add_section()
                 t.add_row("geomean", *[("1.00x" if a == base and geo_key != "frag" else geo[a])
                                        for a in group])
             console.print(t)
         console.print()
+    print_scaling(console, summary, meta)
     lines = summary["verdict"]["lines"]
     if lines:
         console.print("[bold]Verdict[/bold]")
@@ -157,6 +190,26 @@ def print_summary(console: Console, summary: dict, meta: dict) -> None:
             console.print(f"  {line}")
     for note in meta.get("notes", []):
         console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def print_scaling(console: Console, summary: dict, meta: dict) -> None:
+    scaling = summary.get("scaling") or {}
+    if not scaling:
+        return
+    t = Table(title="Two-thread scaling", caption=SCALING_DEFINITION, title_justify="left",
+              caption_justify="left")
+    for col in ("allocator", "1 thread", "2 threads", "scaling"):
+        t.add_column(col, justify="left" if col == "allocator" else "right",
+                     style="bold" if col == "allocator" else None)
+    for a, s in scaling.items():
+        t.add_row(a, *_scaling_cells(s))
+    console.print(t)
+    console.print(scaling_machine_note(meta))
+    console.print()
+
+
+def _scaling_cells(s: dict) -> list:
+    return [f"{s['t1_s']:.2f} s", f"{s['t2_s']:.2f} s", f"{s['scaling']:.2f}"]
 
 
 # ---- machine-readable files ----------------------------------------------------------------------
@@ -177,7 +230,9 @@ def write_csv(path: Path, rows: list) -> None:
 def write_json(path: Path, summary: dict, rows: list) -> None:
     data = {"baseline": summary["baseline"], "allocators": summary["allocators"],
             "workloads": summary["workloads"], "results": rows,
-            "geomean": summary["geomean"], "verdict": summary["verdict"]}
+            "not_in_geomean": summary.get("not_in_geomean", []),
+            "geomean": summary["geomean"], "scaling": summary.get("scaling", {}),
+            "verdict": summary["verdict"]}
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -193,7 +248,7 @@ def _pyplot():
 def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=False):
     """Grouped bars: one group per workload (plus the geometric mean), one bar per allocator."""
     allocs, works = summary["allocators"], list(summary["workloads"])
-    groups = works + (["geomean"] if geo_key and len(works) > 1 else [])
+    groups = works + (["geomean"] if geo_key and _shows_geomean(summary) else [])
     width = 0.8 / max(1, len(allocs))
     colors = _pyplot().get_cmap("tab10" if len(allocs) <= 10 else "tab20")
     for i, a in enumerate(allocs):
@@ -225,7 +280,8 @@ def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=
     if ref is not None:
         ax.axhline(ref, color="black", linewidth=0.8, linestyle="--")
     ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels(groups, rotation=30, ha="right")
+    ax.set_xticklabels([g if g == "geomean" else _label(summary, g) for g in groups],
+                       rotation=30, ha="right")
     ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
@@ -307,9 +363,9 @@ def _md_table(summary, fmt, geo_key) -> list:
     lines = ["| workload | " + " | ".join(allocs) + " |",
              "|---|" + "---:|" * len(allocs)]
     for w in summary["workloads"]:
-        lines.append(f"| {w} | " + " | ".join(fmt(summary["cells"][(w, a)], a == base)
-                                              for a in allocs) + " |")
-    if len(summary["workloads"]) > 1:
+        lines.append(f"| {_label(summary, w)} | " + " | ".join(
+            fmt(summary["cells"][(w, a)], a == base) for a in allocs) + " |")
+    if _shows_geomean(summary):
         geo = _geo(summary, geo_key)
         lines.append("| **geomean** | " + " | ".join(
             ("1.00x" if a == base and geo_key != "frag" else geo[a]) for a in allocs) + " |")
@@ -355,6 +411,13 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
         if png in plots:
             out += [f"![{title}]({png})", ""]
         out += [f"_{note}._", ""] + _md_table(summary, fmt, geo_key) + [""]
+    scaling = summary.get("scaling") or {}
+    if scaling:
+        out += ["## Two-thread scaling", "",
+                f"_{SCALING_DEFINITION}. {scaling_machine_note(meta)}_", "",
+                "| allocator | 1 thread | 2 threads | scaling |", "|---|---:|---:|---:|"]
+        out += [f"| {a} | " + " | ".join(_scaling_cells(s)) + " |" for a, s in scaling.items()]
+        out += [""]
     heap = _md_heap(summary, meta)
     if heap:
         out += ["## The workloads' heaps", "",

@@ -14,6 +14,7 @@ import statistics
 from pathlib import Path
 
 from .common import LabError
+from .suite import SCALING_ONE, SCALING_TWO
 
 META_FILE = "meta.json"
 RUNS_FILE = "runs.jsonl"
@@ -116,13 +117,17 @@ def _status(statuses: list) -> str:
 
 
 def summarise(meta: dict, runs: list) -> dict:
-    """Medians per (workload, allocator), normalised to the baseline, plus geometric means and
-    a verdict. A cell is "ok" only when every repetition ended with status 0."""
+    """Medians per (workload, allocator), normalised to the baseline, plus geometric means,
+    two-thread scaling and a verdict. A cell is "ok" only when every repetition ended with
+    status 0. Workloads with "in_geomean": false in meta are summarised like the others but
+    left out of the geometric means."""
     allocators = [a["name"] for a in meta.get("allocators", [])]
     workloads = [w["name"] for w in meta.get("workloads", [])]
     baseline = meta.get("baseline") or (allocators[0] if allocators else None)
 
     no_frag = {w["name"] for w in meta.get("workloads", []) if w.get("frag") is False}
+    # Folders made before the field existed have every workload in the geometric means.
+    excluded = [w["name"] for w in meta.get("workloads", []) if w.get("in_geomean") is False]
     live = {}
     for r in runs:
         if r.get("kind") == "live" and r.get("peak_live_bytes"):
@@ -135,7 +140,8 @@ def summarise(meta: dict, runs: list) -> dict:
             timed = [r for r in mine if r.get("kind") == "time"]
             ok = [r for r in timed if r.get("status") == "ok"]
             cell = {"workload": w, "allocator": a, "runs": len(timed), "ok_runs": len(ok),
-                    "status": _status([r.get("status") for r in timed])}
+                    "status": _status([r.get("status") for r in timed]),
+                    "in_geomean": w not in excluded}
             for m in TIME_METRICS:
                 vals = [r.get(m) for r in ok]
                 cell[m] = _median(vals)
@@ -180,22 +186,47 @@ def summarise(meta: dict, runs: list) -> dict:
             if "perf_" + m in cell:
                 cell["perf_" + m + "_norm"] = _ratio(cell.get("perf_" + m), base.get("perf_" + m))
 
+    scaling = two_thread_scaling(cells, allocators)
+    for a, s in scaling.items():
+        cells[(SCALING_TWO, a)]["scaling"] = s["scaling"]
+
     means = {}
     for a in allocators:
         mine = [cells[(w, a)] for w in workloads]
-        entry = {"workloads": len(workloads),
+        counted = [c for c in mine if c["in_geomean"]]
+        entry = {"workloads": len(workloads), "in_geomean": len(counted),
                  "ok": sum(1 for c in mine if c["status"] == "ok"),
+                 # A failure still disqualifies an allocator, geometric mean or not.
                  "failed": [c["workload"] for c in mine if c["status"] != "ok"]}
         for key in ("wall_norm", "user_norm", "maxrss_norm", "peak_anon_norm", "minflt_norm",
                     "frag", "instructions_norm", "l1_misses_norm", "ll_misses_norm"):
-            entry[key] = geomean(c.get(key) for c in mine)
+            entry[key] = geomean(c.get(key) for c in counted)
         spreads = [c.get("wall_spread_pct") for c in mine if c.get("wall_spread_pct") is not None]
         entry["wall_spread_pct_median"] = _median(spreads)
         means[a] = entry
 
     return {"baseline": baseline, "allocators": allocators, "workloads": workloads,
-            "cells": cells, "geomean": means, "live": live,
+            "not_in_geomean": [w for w in workloads if w in excluded],
+            "cells": cells, "geomean": means, "scaling": scaling, "live": live,
             "verdict": verdict(baseline, allocators, means)}
+
+
+def two_thread_scaling(cells: dict, allocators: list) -> dict:
+    """Per allocator, 2 * T1 / T2 from the median wall times of threads2 on one thread (T1)
+    and on two (T2): each thread does the same work, so two threads on two idle cores finish
+    in T1 and the scaling is 2.0; 1.0 means the second thread bought nothing. Allocators for
+    which either workload did not run, or failed, are left out."""
+    out = {}
+    for a in allocators:
+        one = cells.get((SCALING_ONE, a))
+        two = cells.get((SCALING_TWO, a))
+        if not one or not two or one["status"] != "ok" or two["status"] != "ok":
+            continue
+        t1, t2 = one.get("wall_s"), two.get("wall_s")
+        if not t1 or not t2:
+            continue
+        out[a] = {"t1_s": t1, "t2_s": t2, "scaling": 2.0 * t1 / t2}
+    return out
 
 
 def verdict(baseline: str, allocators: list, means: dict) -> dict:
@@ -226,7 +257,7 @@ def verdict(baseline: str, allocators: list, means: dict) -> dict:
     lines = out["lines"]
     if len(allocators) < 2:
         return out
-    n = max((means[a]["workloads"] for a in allocators), default=0)
+    n = max((means[a]["in_geomean"] for a in allocators), default=0)
     over = f"geometric mean over {n} workload{'s' if n != 1 else ''}"
     if out["fastest"]:
         a = out["fastest"]
