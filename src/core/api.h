@@ -233,6 +233,7 @@ static void stats_collect(locus_stats_t *st) {
     st->pages_free += usable > LOAD(pages_in_use) ? usable - LOAD(pages_in_use) : 0;
     st->bytes_committed += (LOAD(pages_in_use) + dirty) << os_page_shift;
     if (atomic_load(&h->state) == HEAP_ABANDONED) st->heaps_abandoned++;
+    design_stats(h, st);
 #undef LOAD
   }
   lock_release(&registry_lock);

@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <sys/auxv.h>
+#include "../../include/locus.h"   /* locus_stats_t, for design_stats */
 
 /* Per-heap counters, written only by the heap's owner (or under its lock when abandoned). */
 #define HEAP_COUNTERS(X) \
@@ -64,6 +65,8 @@ static void design_free(heap_t *h, desc_t *d, void *p, const char *call);
  * detectable invalid or double free. */
 static void design_check_remote(desc_t *d, void *p, const char *call);
 static size_t design_usable(desc_t *d, const void *p, const char *call);
+/* Adds what the design counts itself (rather than in h->stats) to a statistics snapshot. */
+static void design_stats(heap_t *h, locus_stats_t *st);
 /* Gives back memory the heap keeps for reuse (spare blocks) when its thread exits. */
 static void design_release_spares(heap_t *h);
 static size_t design_check(heap_t *h);

@@ -353,6 +353,12 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   return d->kind == KIND_PHK_PAGE && size <= d->obj_size && (size > d->obj_size / 2 || d->cls == 0);
 }
 
+/* PHK keeps all its counters in h->stats. */
+static void design_stats(heap_t *h, locus_stats_t *st) {
+  (void)h;
+  (void)st;
+}
+
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < phk_classes.count; c++) {
     desc_t *pg = h->d.avail[c];

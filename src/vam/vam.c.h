@@ -129,8 +129,7 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, bool zero) {
   }
   if (!cfg_block_bitmap) *(void **)(p + b->marker_off) = NULL;   /* 8-byte slots: the link */
   b->used++;
-  h->stats.malloc_calls++;
-  h->stats.bytes_allocated += b->obj_size;
+  h->d.allocs[b->cls]++;
   if (cfg_small_headers && b->aux8) {
     *(uint64_t *)p = vam_classes.size[b->cls];   /* the header: the object's size */
     p += b->aux8;
@@ -389,8 +388,7 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
     *link = (uintptr_t)head;
     b->u.blk.free = slot;
   }
-  h->stats.free_calls++;
-  h->stats.bytes_allocated -= b->obj_size;
+  h->d.frees[b->cls]++;
   if (unlikely(b->flags & FLAG_FULL)) {           /* full -> front of the available list */
     b->flags &= (uint16_t)~FLAG_FULL;
     list_push(&h->d.avail[b->cls], b);
@@ -501,6 +499,17 @@ static void design_release_spares(heap_t *h) {
       h->stats.blocks_in_use--;
       pages_free(h, r);
     }
+  }
+}
+
+/* Adds the block objects' calls and bytes to the statistics (the rest is in h->stats). */
+static void design_stats(heap_t *h, locus_stats_t *st) {
+  for (unsigned c = 0; c < vam_classes.count; c++) {
+    uint64_t in = __atomic_load_n(&h->d.allocs[c], __ATOMIC_RELAXED);
+    uint64_t out = __atomic_load_n(&h->d.frees[c], __ATOMIC_RELAXED);
+    st->malloc_calls += in;
+    st->free_calls += out;
+    st->bytes_allocated += (in - out) * vam_slot_size(c);
   }
 }
 

@@ -79,6 +79,10 @@ struct chunk {
 
 typedef struct design_heap {
   desc_t *avail[VAM_MAX_CLASSES];
+  /* Block objects handed out and freed, per class: statistics (design_stats) derive calls and
+   * bytes from them. One counter per class, not one per heap: a single counter every malloc
+   * and free update is a chain of dependent memory updates, which cost churn about 10%. */
+  uint64_t allocs[VAM_MAX_CLASSES], frees[VAM_MAX_CLASSES];
   chunk_t *bins[LARGE_BINS];
   bitmap2_t binmap;
   desc_t *spare_region;          /* an empty region kept for reuse (not immediate policy) */
