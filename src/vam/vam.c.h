@@ -6,7 +6,10 @@ static sizeclass_table_t vam_classes;
 static uint64_t chunk_cookie;
 
 static void design_global_init(void) {
-  sizeclass_linear(&vam_classes, QUANTUM, VAM_MEDIUM_MAX);
+  /* Small requests are segregated 8 bytes apart, as in the paper (so 24- and 32-byte objects,
+   * or 40- and 48-byte ones, never share a block), in slots rounded up to the quantum (so
+   * every object of 16 bytes or more is 16-aligned); medium classes are a quantum apart. */
+  sizeclass_two_steps(&vam_classes, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_MAX);
   chunk_cookie = free_marker_cookie * 0x9E3779B97F4A7C15ull + 1;
 }
 
@@ -32,11 +35,12 @@ static void list_unlink(desc_t **head, desc_t *b) {
 static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_marker_cookie; }
 #define REMOTE_MARK 1u   /* a remote free's marker differs in bit 0 from a local free's */
 
-/* Slot size of a class: the object plus, in vam-header, its header. */
+/* Slot size of a class: the class size rounded up to the quantum (the 8-byte class stays 8),
+ * plus, in vam-header, the object's header. */
 static inline size_t vam_slot_size(unsigned cls) {
   size_t size = vam_classes.size[cls];
-  if (cfg_small_headers && size < VAM_SMALL_LIMIT) size = align_up(size + SMALL_HEADER, QUANTUM);
-  return size;
+  if (cfg_small_headers && size < VAM_SMALL_LIMIT) return align_up(size + SMALL_HEADER, QUANTUM);
+  return size <= 8 ? size : align_up(size, QUANTUM);
 }
 
 static desc_t *vam_block_new(heap_t *h, unsigned cls) {
@@ -52,7 +56,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   b->obj_size = (uint32_t)size;
   b->aux = (uint32_t)(((1ull << RECIP_SHIFT) + size - 1) / size);
   b->used = 0;
-  b->aux8 = cfg_small_headers && size != vam_classes.size[cls] ? SMALL_HEADER : 0;
+  b->aux8 = cfg_small_headers && vam_classes.size[cls] < VAM_SMALL_LIMIT ? SMALL_HEADER : 0;
   /* The double-free marker lives in the word after the free-list link, if the slot has one. */
   b->marker_off = size - b->aux8 >= 2 * sizeof(void *) || b->aux8 ? b->aux8 + sizeof(void *) : 0;
   b->flags = clean ? FLAG_CLEAN : 0;
@@ -142,10 +146,9 @@ static inline bool vam_has_room(const desc_t *b) {
   return b->u.blk.bump < b->u.blk.end || b->u.blk.free;
 }
 
-/* The head block of class cls has no room: retire exhausted blocks to the (implicit) full
- * list, take the next available block or make a new one, and allocate from it. Under steady
- * churn this runs about once per malloc/free pair (each free into a full block puts that block
- * in front; the next malloc exhausts it), so it stays lean: no re-dispatch, no size lookup. */
+/* The head block of class cls has no room: the class has no available block (blocks retire as
+ * they fill, see vam_block_retire; vam-bitmap retires them here). Take back what other threads
+ * freed, make a new block if still none, and allocate from it. */
 static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, unsigned cls, bool zero) {
   if (h == &heap_empty) {   /* the first allocation may come before the class tables exist */
     if (!(h = heap_acquire())) return alloc_failed();
