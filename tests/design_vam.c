@@ -6,11 +6,14 @@
  *   discard         empty blocks' pages leave RSS (mincore) after a purge, or at once under
  *                   LOCUS_DISCARD=immediate; pages inside a free large object too
  *   burst           RSS returns after a 200 MiB burst is freed and purged
- *   huge_cache      repeated 2 MiB allocations do not map memory each time
+ *   huge_cache      repeated 2 MiB allocations do not map memory each time; a freed cached
+ *                   object beyond the resident quarter leaves RSS
+ *   fine_classes    small requests 8 bytes apart get blocks of their own, in 16-byte slots
  * Each section allocates a size class nothing else in the process uses, so the block it sees
  * is fresh. */
 #include "check.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 static size_t page;
@@ -18,7 +21,7 @@ static size_t page;
 /* A section that cannot apply here passes with a note. */
 #define TEST_SKIP_NOW(why) do { test_note("skip: %s\n", why); return; } while (0)
 
-static bool bitmap_variant;
+static bool bitmap_variant, weak_variant, header_variant;
 static int (*stats_get)(locus_stats_t *);
 static size_t (*purge)(void);
 
@@ -207,6 +210,26 @@ static void t_huge_cache(void) {
   free(r);
 }
 
+static void t_fine_classes(void) {
+  /* 88 and 96 bytes: one 96-byte slot size, two classes. Objects of each size follow one
+   * another in their own block, and no block holds both. */
+  enum { N = 8 };
+  char *a[N], *b[N];
+  for (int i = 0; i < N; i++) { a[i] = malloc(88); b[i] = malloc(96); }
+  /* The slot: 96, or 88 in the weakly aligned q8 build, or 112 with vam-header's header. */
+  size_t slot = (size_t)(a[1] - a[0]), want = weak_variant ? 88 : header_variant ? 112 : 96;
+  CHECKF(slot == want, "88-byte objects %zu bytes apart, expected %zu", slot, want);
+  for (int i = 0; i < N; i++) {
+    CHECKF(((uintptr_t)a[i] & 15) == 0 || weak_variant, "88-byte object %p not 16-aligned", (void *)a[i]);
+    CHECKF(malloc_usable_size(a[i]) >= 88, "usable size %zu", malloc_usable_size(a[i]));
+    if (i) CHECKF(a[i] - a[i - 1] == (ptrdiff_t)slot && b[i] - b[i - 1] == b[1] - b[0],
+                  "same-size objects not consecutive at %d", i);
+  }
+  uintptr_t block_a = (uintptr_t)a[0] & ~(uintptr_t)(page - 1), block_b = (uintptr_t)b[0] & ~(uintptr_t)(page - 1);
+  CHECKF(block_a != block_b, "88- and 96-byte objects share the block at %p", (void *)block_a);
+  for (int i = 0; i < N; i++) { free(a[i]); free(b[i]); }
+}
+
 int main(int argc, char **argv) {
   page = (size_t)sysconf(_SC_PAGESIZE);
   const char *(*variant)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "locus_variant");
@@ -215,6 +238,8 @@ int main(int argc, char **argv) {
     return TEST_SKIP;
   }
   bitmap_variant = !strcmp(variant(), "vam-bitmap");
+  weak_variant = !strcmp(variant(), "vam-q8");
+  header_variant = !strcmp(variant(), "vam-header");
   stats_get = (int (*)(locus_stats_t *))dlsym(RTLD_DEFAULT, "locus_stats_get");
   purge = (size_t (*)(void))dlsym(RTLD_DEFAULT, "locus_purge");
   static const struct test_section sections[] = {
@@ -224,6 +249,7 @@ int main(int argc, char **argv) {
     { "discard", t_discard },
     { "burst", t_burst },
     { "huge_cache", t_huge_cache },
+    { "fine_classes", t_fine_classes },
   };
   return test_run_sections(argc, argv, sections, sizeof sections / sizeof *sections);
 }
