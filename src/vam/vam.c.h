@@ -107,7 +107,15 @@ static ALWAYS_INLINE void vam_block_retire(heap_t *h, desc_t *b) {
   desc_t *next = b->next;
   h->d.avail[b->cls] = next;
   next->prev = NULL;
-  b->flags |= FLAG_FULL;
+  if (cfg_block_bitmap) b->flags |= FLAG_FULL;
+}
+
+/* Whether b is on the (implicit) full list. Blocks retire the moment they fill, so a block is
+ * full exactly when it has no room: no flag to keep, except in vam-bitmap, which retires in
+ * the slow path. */
+static inline bool vam_block_full(const desc_t *b) {
+  if (cfg_block_bitmap) return b->flags & FLAG_FULL;
+  return !b->u.blk.free && b->u.blk.bump >= b->u.blk.end;
 }
 
 /* An object from block b, or NULL if b has no room: reap order, i.e. bump to the block's end
@@ -372,7 +380,9 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
   char *slot = cfg_small_headers ? (char *)p - b->aux8 : p;
   if (cfg_small_headers) off -= b->aux8;
   long index = divide_exact(off, b->obj_size, b->aux);
+  bool was_full;
   if (cfg_block_bitmap) {
+    was_full = b->flags & FLAG_FULL;
     if (unlikely(index < 0 || slot >= b->u.blk.end)) locus_fatal(call, "invalid pointer", p);
     uint64_t *word = (uint64_t *)b->u.blk.free + (index >> 6), bit = 1ull << (index & 63);
     if (*word & bit) locus_fatal(call, "double free", p);
@@ -386,14 +396,15 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
     uintptr_t marker = free_marker(slot);
     void *head = b->u.blk.free;
     if (unlikely(*mark == marker || slot == head)) { locus_fatal_jump(call, "double free", p); return; }
+    was_full = !head && b->u.blk.bump >= b->u.blk.end;
     if (cfg_small_headers && b->aux8 && *link != vam_classes.size[b->cls]) locus_fatal(call, "invalid pointer", p);
     *mark = marker;
     *link = (uintptr_t)head;
     b->u.blk.free = slot;
   }
   h->d.frees[b->cls]++;
-  if (unlikely(b->flags & FLAG_FULL)) {           /* full -> front of the available list */
-    b->flags &= (uint16_t)~FLAG_FULL;
+  if (unlikely(was_full)) {           /* full -> front of the available list */
+    if (cfg_block_bitmap) b->flags &= (uint16_t)~FLAG_FULL;
     list_push(&h->d.avail[b->cls], b);
   }
   if (unlikely(--b->used == 0)) vam_block_empty(h, b);
@@ -540,7 +551,7 @@ static size_t vam_check_block(heap_t *h, desc_t *b) {
     unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
   }
   CHECK(b->used + nfree + unbumped == cap);
-  if (b->flags & FLAG_FULL) CHECK(nfree == 0 && unbumped == 0);
+  if (vam_block_full(b)) CHECK(nfree == 0 && unbumped == 0);
   return bad;
 #undef CHECK
 }
@@ -551,7 +562,7 @@ static size_t design_check(heap_t *h) {
   size_t listed = 0, blocks = 0;
   for (unsigned c = 0; c < vam_classes.count; c++) {
     for (desc_t *b = h->d.avail[c]; b != &h->d.none; b = b->next) {
-      CHECK(b->cls == c && !(b->flags & FLAG_FULL) && (cfg_block_bitmap || vam_has_room(b)));
+      CHECK(b->cls == c && !vam_block_full(b) && (cfg_block_bitmap || vam_has_room(b)));
       listed++;
     }
   }
@@ -561,7 +572,7 @@ static size_t design_check(heap_t *h) {
       if (r->kind == KIND_VAM_BLOCK) {
         blocks++;
         bad += vam_check_block(h, r);
-        if (r->flags & FLAG_FULL) listed++;
+        if (vam_block_full(r)) listed++;   /* on the implicit full list */
       }
       if (r->kind != KIND_VAM_REGION) continue;
       char *start = desc_start(r), *end = start + desc_bytes(r) - CHUNK_HEADER;

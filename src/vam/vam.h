@@ -13,15 +13,16 @@
  * allocation uses the first available block; a free into a full block moves it to the front
  * of the available list; an empty block goes back to the page manager (and, with the
  * immediate policy, its pages to the OS at once). The full list is implicit: a full block is
- * flagged FLAG_FULL and linked nowhere, because nothing ever walks it (the consistency check
- * finds full blocks through the segments); this saves two list updates per transition.
+ * linked nowhere (vam-bitmap flags it FLAG_FULL), because nothing ever walks it (the
+ * consistency check finds full blocks through the segments); this saves two list updates per
+ * transition.
  *
  * Invariants (checked by vam_check):
  *  - avail[c] is a list of blocks of class c ending at &d.none (its own head when empty); the
- *    first block's prev is NULL. No listed block is FLAG_FULL, and every listed block has room
+ *    first block's prev is NULL. No listed block is full, and every listed block has room
  *    (the malloc that takes a block's last object retires it at once; vam-bitmap retires in
  *    the slow path, so its head may be exhausted).
- *  - A block on no list is FLAG_FULL and exhausted.
+ *  - A block on no list is full: exhausted (vam-bitmap: also flagged FLAG_FULL).
  *  - used + (objects on the free list) + (objects beyond bump) == capacity.
  *  - A freed small object holds (address ^ cookie) in its second word (objects of 16 B and
  *    more): the cheap double-free test. Allocation clears it.
