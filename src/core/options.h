@@ -13,7 +13,7 @@ enum discard_policy { DISCARD_IMMEDIATE, DISCARD_DELAYED, DISCARD_PRESSURE };
   X(VERBOSE,    verbose,    B, 0, "print library, version, variant and options at start-up") \
   X(STATS,      stats,      B, 0, "print statistics at exit") \
   X(DISCARD,    discard,    P, DISCARD_DELAYED, "when free pages go back to the OS: immediate|delayed|pressure") \
-  X(DECAY_MS,   decay_ms,   N, 500, "delayed: discard free pages idle this long (ms)") \
+  X(DECAY_MS,   decay_ms,   N, 100, "delayed: discard free pages idle this long (ms)") \
   X(DIRTY_MAX,  dirty_max,  S, 32u << 20, "delayed: most free-but-undiscarded bytes a heap keeps") \
   X(PRESSURE_PCT, pressure_pct, N, 10, "pressure: discard when available memory falls below this %") \
   X(OS_THRESHOLD, os_threshold, S, 1u << 20, "objects at least this big get their own mapping") \
