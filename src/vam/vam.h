@@ -1,7 +1,8 @@
 /* vam.h — the Vam design (Feng & Berger, MSP 2005), the flagship policy of Locus.
  *
  * Size categories (tunable constants below):
- *   small   <= 127 B   page blocks of one page, one size class each
+ *   small   <= 127 B   page blocks of one page, one size class each; classes 8 B apart, slots
+ *                      rounded up to the quantum (24 and 32 B: both 32-byte slots, own blocks)
  *   medium  128-496 B  page blocks of four pages
  *   large   497 B-32 KiB  boundary-tagged chunks in shared 20-page regions, best fit through
  *                      an indexed free-list table (one exact bin per 16 B, a bitmap over bins)
