@@ -84,7 +84,7 @@ static _Atomic(uint8_t) segmap[(size_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT)];
 
 static inline unsigned segmap_get(const void *p) {
   uintptr_t g = (uintptr_t)p >> SEGMENT_SHIFT;
-  if (unlikely(g >> (ADDRESS_BITS - SEGMENT_SHIFT))) return GRANULE_NONE;
+  if (unlikely(g >= ((uintptr_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT)))) return GRANULE_NONE;
   return atomic_load_explicit(&segmap[g], memory_order_relaxed);
 }
 

@@ -109,7 +109,9 @@ static inline desc_t *desc_head(segment_t *s, const void *p) {
 }
 /* The descriptor of p's own page: the run's head, or a KIND_INTERIOR page of it. */
 static inline desc_t *desc_of_page(segment_t *s, const void *p) {
-  return &s->desc[page_index(s, p)];
+  /* (offset >> page_shift) * sizeof(desc_t), spelled so the compiler forms one address */
+  uintptr_t at = (((uintptr_t)p & SEGMENT_MASK) >> os_page_shift) * sizeof(desc_t);
+  return (desc_t *)((char *)s->desc + at);
 }
 /* desc_head, plus p's byte offset from the start of its run: what free needs, in few steps. */
 static inline desc_t *desc_locate(segment_t *s, const void *p, size_t *off) {
