@@ -103,9 +103,9 @@ static inline char *vam_bitmap_take(heap_t *h, desc_t *b) {
  * malloc of the class finds an object at the head. Doing this here, not when the next malloc
  * misses, keeps it off the slow path: under random churn it happens about once per
  * malloc/free pair. */
-static ALWAYS_INLINE void vam_block_retire(heap_t *h, desc_t *b) {
+static ALWAYS_INLINE void vam_block_retire(heap_t *h, desc_t *b, unsigned cls) {
   desc_t *next = b->next;
-  h->d.avail[b->cls] = next;
+  h->d.avail[cls] = next;
   next->prev = NULL;
   if (cfg_block_bitmap) b->flags |= FLAG_FULL;
 }
@@ -118,9 +118,9 @@ static inline bool vam_block_full(const desc_t *b) {
   return !b->u.blk.free && b->u.blk.bump >= b->u.blk.end;
 }
 
-/* An object from block b, or NULL if b has no room: reap order, i.e. bump to the block's end
+/* An object from block b (the head of class cls's list), or NULL if b has no room: reap order, i.e. bump to the block's end
  * first, then the block's free list (vam-bitmap: the bitmap search). */
-static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, bool zero) {
+static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bool zero) {
   char *p;
   if (cfg_block_bitmap) {
     if (b == &h->d.none || !(p = vam_bitmap_take(h, b))) return NULL;
@@ -129,19 +129,19 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, bool zero) {
     if (!p) __builtin_unreachable();   /* below a block's end: a real address (no NULL test) */
     char *bump = p + b->obj_size;
     b->u.blk.bump = bump;
-    if (unlikely(bump >= b->u.blk.end) && !b->u.blk.free) vam_block_retire(h, b);
+    if (unlikely(bump >= b->u.blk.end) && !b->u.blk.free) vam_block_retire(h, b, cls);
     if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, b->obj_size);
   } else if (likely((p = b->u.blk.free) != NULL)) {
     void *next = *(void **)p;
     b->u.blk.free = next;
-    if (!next) vam_block_retire(h, b);
+    if (!next) vam_block_retire(h, b, cls);
     if (zero) memset(p, 0, b->obj_size);
   } else {
     return NULL;
   }
   if (!cfg_block_bitmap) *(void **)(p + b->marker_off) = NULL;   /* 8-byte slots: the link */
   b->used++;
-  h->d.allocs[b->cls]++;
+  h->d.allocs[cls]++;
   if (cfg_small_headers && b->aux8) {
     *(uint64_t *)p = vam_classes.size[b->cls];   /* the header: the object's size */
     p += b->aux8;
@@ -171,10 +171,10 @@ static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, unsigned cls, bool 
       break;
     }
     if (vam_has_room(b)) break;
-    vam_block_retire(h, b);
+    vam_block_retire(h, b, cls);
   }
   heap_debug_tick(h);
-  return vam_block_take(h, b, zero);
+  return vam_block_take(h, b, cls, zero);
 }
 
 /* ---- large objects ----------------------------------------------------------------------- */
@@ -345,7 +345,7 @@ static bool vam_resize_large(heap_t *h, desc_t *r, void *p, size_t size) {
 static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
   if (likely(size <= VAM_MEDIUM_MAX)) {
     unsigned cls = sizeclass_of(&vam_classes, size);
-    void *p = vam_block_take(h, h->d.avail[cls], zero);
+    void *p = vam_block_take(h, h->d.avail[cls], cls, zero);
     return likely(p != NULL) ? p : vam_alloc_slow(h, size, cls, zero);
   }
   if (size <= VAM_LARGE_MAX) return vam_alloc_large(h, size, zero);
