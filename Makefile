@@ -18,7 +18,7 @@ build: configure
 	cmake --build $(BUILD) -j 2
 
 $(VENV)/.ready: lab/requirements.txt lab/pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --clear $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r lab/requirements.txt
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e lab
 	touch $@
