@@ -275,6 +275,12 @@ static void pages_free(heap_t *h, desc_t *r) {
   pages_policy(h);
 }
 
+/* A design's block or region goes back to the page manager. */
+static void block_release(heap_t *h, desc_t *r) {
+  h->stats.blocks_in_use--;
+  pages_free(h, r);
+}
+
 /* Grows the run r in place to n pages if the pages after it are free. */
 static bool pages_grow(heap_t *h, desc_t *r, size_t n) {
   segment_t *s = desc_segment(r);

@@ -293,8 +293,7 @@ static NOINLINE void phk_page_empty(heap_t *h, desc_t *pg) {
     }
   } else {
     phk_avail_unlink(h, pg);
-    h->stats.blocks_in_use--;
-    pages_free(h, pg);
+    block_release(h, pg);
   }
   heap_debug_tick(h);
 }
@@ -364,8 +363,7 @@ static void design_release_spares(heap_t *h) {
     desc_t *pg = h->d.avail[c];
     if (pg != &phk_none && pg->used == 0) {
       phk_avail_unlink(h, pg);
-      h->stats.blocks_in_use--;
-      pages_free(h, pg);
+      block_release(h, pg);
     }
   }
 }

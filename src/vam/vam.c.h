@@ -310,8 +310,7 @@ static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *c
   chunk_next(c)->prev_size = chunk_size(c);
   bool empty = (char *)c == desc_start(r) && chunk_next(c)->size == CHUNK_INUSE;
   if (empty && (opt.discard == DISCARD_IMMEDIATE || (h->d.spare_region && h->d.spare_region != r))) {
-    h->stats.blocks_in_use--;
-    pages_free(h, r);
+    block_release(h, r);
   } else {
     if (empty) h->d.spare_region = r;
     chunk_bin_insert(h, c);
@@ -422,8 +421,7 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
     b->flags &= (uint16_t)~FLAG_CLEAN;
   } else {
     list_unlink(&h->d.avail[cls], b);
-    h->stats.blocks_in_use--;
-    pages_free(h, b);
+    block_release(h, b);
   }
   heap_debug_tick(h);
 }
@@ -500,8 +498,7 @@ static void design_release_spares(heap_t *h) {
     desc_t *b = h->d.avail[c];
     if (b != &h->d.none && b->used == 0) {
       list_unlink(&h->d.avail[c], b);
-      h->stats.blocks_in_use--;
-      pages_free(h, b);
+      block_release(h, b);
     }
   }
   desc_t *r = h->d.spare_region;
@@ -510,8 +507,7 @@ static void design_release_spares(heap_t *h) {
     h->d.spare_region = NULL;
     if (!(c->size & CHUNK_INUSE) && chunk_next(c)->size == CHUNK_INUSE) {
       chunk_bin_remove(h, c);
-      h->stats.blocks_in_use--;
-      pages_free(h, r);
+      block_release(h, r);
     }
   }
 }
