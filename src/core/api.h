@@ -70,6 +70,12 @@ static void *aligned_impl(size_t align, size_t size, bool zero) {
   return p;
 }
 
+static NOINLINE void free_in_run(heap_t *h, void *p, const char *call) {
+  size_t off;
+  desc_t *d = desc_locate(segment_of(p), p, &off);
+  design_free_run(h, d, p, off, call);
+}
+
 /* Frees p into h, which the caller owns or has locked. */
 static void heap_free_local(heap_t *h, void *p, const char *call) {
   segment_t *s = segment_of(p);

@@ -58,9 +58,12 @@ static COLD NOINLINE void *alloc_failed(void) {
 static void design_global_init(void);
 static void design_heap_init(heap_t *h);
 /* Frees p into heap h (the caller owns h). d is the descriptor of p's page: the head of a run
- * of the design's one-page kind is freed at once; anything else is resolved with desc_locate,
- * and runs of kinds not the design's go to core_free (huge.h). */
+ * of the design's one-page kind is freed at once; anything else goes to free_in_run (api.h). */
 static void design_free(heap_t *h, desc_t *d, void *p, const char *call);
+/* Frees p given its run's head d and its offset in the run (kinds not the design's: core_free). */
+static void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call);
+/* The core's side of design_free's other case: finds p's run head, then design_free_run. */
+static void free_in_run(heap_t *h, void *p, const char *call);
 /* Checks a pointer another thread is about to push onto h->remote; ends the program on a
  * detectable invalid or double free. */
 static void design_check_remote(desc_t *d, void *p, const char *call);

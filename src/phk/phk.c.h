@@ -298,16 +298,14 @@ static NOINLINE void phk_page_empty(heap_t *h, desc_t *pg) {
   heap_debug_tick(h);
 }
 
-static NOINLINE void phk_free_run(heap_t *h, void *p, const char *call) {
-  size_t off;
-  desc_t *d = desc_locate(segment_of(p), p, &off);
+static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
   if (d->kind == KIND_PHK_PAGE) phk_free_chunk(h, d, p, off, call);
   else core_free(h, d, p, call);
 }
 
 static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
   if (likely(d->kind == KIND_PHK_PAGE)) phk_free_chunk(h, d, p, (uintptr_t)p & (os_page_size - 1), call);
-  else phk_free_run(h, p, call);
+  else free_in_run(h, p, call);
 }
 
 /* Another thread is about to hand p back to its owner. The owner may be changing the page's

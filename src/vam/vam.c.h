@@ -110,12 +110,16 @@ static ALWAYS_INLINE void vam_block_retire(heap_t *h, desc_t *b, unsigned cls) {
   if (cfg_block_bitmap) b->flags |= FLAG_FULL;
 }
 
+static inline bool vam_has_room(const desc_t *b) {
+  if (cfg_block_bitmap) return b->used < vam_capacity(b);
+  return b->u.blk.bump < b->u.blk.end || b->u.blk.free;
+}
+
 /* Whether b is on the (implicit) full list. Blocks retire the moment they fill, so a block is
  * full exactly when it has no room: no flag to keep, except in vam-bitmap, which retires in
  * the slow path. */
 static inline bool vam_block_full(const desc_t *b) {
-  if (cfg_block_bitmap) return b->flags & FLAG_FULL;
-  return !b->u.blk.free && b->u.blk.bump >= b->u.blk.end;
+  return cfg_block_bitmap ? (b->flags & FLAG_FULL) != 0 : !vam_has_room(b);
 }
 
 /* An object from block b (the head of class cls's list), or NULL if b has no room: reap order, i.e. bump to the block's end
@@ -147,11 +151,6 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
     p += b->aux8;
   }
   return p;
-}
-
-static inline bool vam_has_room(const desc_t *b) {
-  if (cfg_block_bitmap) return b->used < vam_capacity(b);
-  return b->u.blk.bump < b->u.blk.end || b->u.blk.free;
 }
 
 /* The head block of class cls has no room: the class has no available block (blocks retire as
@@ -426,10 +425,7 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
   heap_debug_tick(h);
 }
 
-/* Anything but a one-page block's head page: a medium block's other pages, regions, core runs. */
-static NOINLINE void vam_free_run(heap_t *h, void *p, const char *call) {
-  size_t off;
-  desc_t *d = desc_locate(segment_of(p), p, &off);
+static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
   if (d->kind == KIND_VAM_BLOCK) vam_free_block(h, d, p, off, call);
   else if (d->kind == KIND_VAM_REGION) vam_free_large(h, d, p, call);
   else core_free(h, d, p, call);
@@ -439,7 +435,7 @@ static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char 
   /* A page whose descriptor is a block's is the block's first page: p's offset is its offset
    * in the page. */
   if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, (uintptr_t)p & (os_page_size - 1), call);
-  else vam_free_run(h, p, call);
+  else free_in_run(h, p, call);   /* a medium block's other pages, regions, core runs */
 }
 
 /* The slot index of p in block b, or a fatal error if p is not an object's address. */
