@@ -36,7 +36,7 @@ size_t locus_purge(void);
 
 /* Counters, summed over all heaps at the moment of the call (racy but never torn per field). */
 typedef struct locus_stats {
-  uint64_t version;          /* layout version of this struct: 1 */
+  uint64_t version;          /* layout version of this struct: 2 (1 lacked the lock fields) */
   uint64_t malloc_calls;     /* every successful allocation, whatever the entry point */
   uint64_t free_calls;       /* every free of a non-NULL pointer */
   uint64_t remote_frees;     /* frees of objects owned by another thread's heap */
@@ -54,6 +54,9 @@ typedef struct locus_stats {
   uint64_t search_words;     /* bitmap designs: bitmap words inspected in total */
   uint64_t search_words_max; /* bitmap designs: most words inspected by one allocation */
   uint64_t searches;         /* bitmap designs: number of bitmap searches */
+  uint64_t lock_acquisitions; /* acquisitions of the shared locks (registry, abandoned heaps,
+                                 huge-object cache) */
+  uint64_t lock_contended;   /* of those, the ones that found the lock held and waited */
 } locus_stats_t;
 
 /* Fills *out; returns 0. */

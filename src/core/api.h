@@ -218,7 +218,7 @@ LOCUS_API void *__libc_pvalloc(size_t size) { return pvalloc(size); }
 
 static void stats_collect(locus_stats_t *st) {
   memset(st, 0, sizeof *st);
-  st->version = 1;
+  st->version = 2;
   lock_acquire(&registry_lock);
   for (heap_t *h = registry; h; h = h->next_all) {
 #define LOAD(f) __atomic_load_n(&h->stats.f, __ATOMIC_RELAXED)
@@ -239,9 +239,14 @@ static void stats_collect(locus_stats_t *st) {
     st->pages_free += usable > LOAD(pages_in_use) ? usable - LOAD(pages_in_use) : 0;
     st->bytes_committed += (LOAD(pages_in_use) + dirty) << os_page_shift;
     if (atomic_load(&h->state) == HEAP_ABANDONED) st->heaps_abandoned++;
+    st->lock_acquisitions += __atomic_load_n(&h->lock.acquired, __ATOMIC_RELAXED);
+    st->lock_contended += __atomic_load_n(&h->lock.contended, __ATOMIC_RELAXED);
     design_stats(h, st);
 #undef LOAD
   }
+  /* The registry lock is ours now: its counters are stable (this acquisition included). */
+  st->lock_acquisitions += registry_lock.acquired + __atomic_load_n(&huge_cache_lock.acquired, __ATOMIC_RELAXED);
+  st->lock_contended += registry_lock.contended + __atomic_load_n(&huge_cache_lock.contended, __ATOMIC_RELAXED);
   lock_release(&registry_lock);
   uint64_t os_live = atomic_load(&os_objects_live), os_bytes = atomic_load(&os_objects_bytes);
   st->huge_in_use += os_live;
@@ -257,7 +262,7 @@ static void stats_collect(locus_stats_t *st) {
   X(malloc_calls) X(free_calls) X(remote_frees) X(bytes_allocated) X(bytes_mapped) \
   X(bytes_committed) X(bytes_discarded) X(discard_calls) X(pages_in_use) X(pages_free) \
   X(blocks_in_use) X(huge_in_use) X(heaps) X(heaps_abandoned) X(search_words) \
-  X(search_words_max) X(searches)
+  X(search_words_max) X(searches) X(lock_acquisitions) X(lock_contended)
 
 LOCUS_API int locus_stats_get(locus_stats_t *out) {
   if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();

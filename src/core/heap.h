@@ -40,7 +40,7 @@ struct heap {
   pages_t pages;
   _Atomic(void *) remote;       /* objects freed by other threads, linked via word 0 */
   _Atomic int state;            /* enum heap_state */
-  spinlock_t lock;              /* guards the heap while it is abandoned */
+  lock_t lock;                  /* guards the heap while it is abandoned */
   heap_t *next_all;             /* registry of every heap ever created */
   uint64_t slow_events;         /* debug builds: counts toward the periodic check */
   bool fork_taken;              /* fork_prepare took h->lock */
@@ -75,9 +75,12 @@ static void design_release_spares(heap_t *h);
 static size_t design_check(heap_t *h);
 
 /* ---- global state ------------------------------------------------------------------------ */
-static spinlock_t registry_lock;
-static heap_t *registry;                     /* all heaps, newest first */
+static lock_t registry_lock;                 /* serialises additions to the registry */
+static heap_t *registry;                     /* all heaps, newest first; append-only, so it is
+                                                read without the lock (__atomic loads) */
 static _Atomic uint64_t heaps_created;
+static _Atomic uint64_t heaps_waiting;        /* heaps abandoned and not yet adopted */
+static _Atomic uint64_t abandoned_swept_ms;   /* when abandoned heaps were last trimmed */
 static pthread_key_t heap_key;
 static _Atomic bool heap_key_ready;
 static _Atomic int init_state;               /* 0 none, 1 running, 2 done */
@@ -94,6 +97,7 @@ static void heap_check_now(heap_t *h);
 /* ---- page manager ------------------------------------------------------------------------ */
 
 static void pages_purge_run(heap_t *h, desc_t *r);
+static void heap_sweep_abandoned(uint64_t now);
 static size_t segment_header_pages;    /* the same for every segment */
 
 /* Pages of a segment taken by its header and descriptors (the same for every segment). */
@@ -200,12 +204,13 @@ static void pages_purge_run(heap_t *h, desc_t *r) {
   os_discard(desc_start(r), desc_bytes(r));
 }
 
-/* Discards dirty runs freed before `older_than` (all with UINT64_MAX) until at most
- * `keep_pages` dirty pages remain. Returns the bytes given back. */
+/* Discards the oldest dirty runs while more than `keep_pages` dirty pages remain and the
+ * oldest was freed before `older_than` (UINT64_MAX: whatever its age). Returns the bytes
+ * given back. */
 static size_t pages_purge(heap_t *h, uint64_t older_than, size_t keep_pages) {
   pages_t *pm = &h->pages;
   size_t before = atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed);
-  while (pm->dirty_oldest && (pm->dirty_oldest->u.run.freed_ms < older_than || pm->dirty_pages > keep_pages))
+  while (pm->dirty_oldest && pm->dirty_pages > keep_pages && pm->dirty_oldest->u.run.freed_ms < older_than)
     pages_purge_run(h, pm->dirty_oldest);
   /* Wholly free clean segments beyond the first go back too. */
   for (segment_t *s = pm->segments, *next; s && pm->nsegments > 1; s = next) {
@@ -223,16 +228,27 @@ static bool memory_under_pressure(void) {
   return avail * 100 < (uint64_t)si.totalram * si.mem_unit * opt.pressure_pct;
 }
 
+/* The delayed policy. Free pages go back when the program is not reusing them: beyond
+ * LOCUS_DIRTY_MAX the heap halves its dirty pages; below that, pages idle for LOCUS_DECAY_MS
+ * go back, except the most recent DIRTY_FLOOR bytes, which a heap that frees and allocates in
+ * rhythm reuses within the next round (without the floor a thread-churn workload made over
+ * a thousand madvise calls a second, each one refaulted soon after). */
+#define DIRTY_FLOOR ((size_t)2 << 20)
+static void pages_decay(heap_t *h, uint64_t now) {
+  pages_t *pm = &h->pages;
+  if (pm->dirty_pages > opt.dirty_max >> os_page_shift) pages_purge(h, UINT64_MAX, pm->dirty_pages / 2);
+  if (pm->dirty_oldest && now - pm->dirty_oldest->u.run.freed_ms > opt.decay_ms)
+    pages_purge(h, now - opt.decay_ms, DIRTY_FLOOR >> os_page_shift);
+}
+
 /* Applies the discard policy after pages were freed. */
 static void pages_policy(heap_t *h) {
   pages_t *pm = &h->pages;
   if (!pm->dirty_oldest) return;
   uint64_t now = now_ms();
   if (opt.discard == DISCARD_DELAYED) {
-    size_t keep = opt.dirty_max >> os_page_shift;
-    if (pm->dirty_pages > keep) pages_purge(h, 0, keep / 2);
-    if (pm->dirty_oldest && now - pm->dirty_oldest->u.run.freed_ms > opt.decay_ms)
-      pages_purge(h, now - opt.decay_ms, SIZE_MAX);
+    pages_decay(h, now);
+    heap_sweep_abandoned(now);
   } else if (opt.discard == DISCARD_PRESSURE && now - pm->last_pressure_check_ms >= 100) {
     pm->last_pressure_check_ms = now;
     if (memory_under_pressure()) pages_purge(h, UINT64_MAX, 0);
@@ -330,26 +346,27 @@ static heap_t *heap_create(void) {
   design_heap_init(h);
   lock_acquire(&registry_lock);
   h->next_all = registry;
-  registry = h;
+  __atomic_store_n(&registry, h, __ATOMIC_RELEASE);   /* published whole: readers take no lock */
   lock_release(&registry_lock);
   atomic_fetch_add_explicit(&heaps_created, 1, memory_order_relaxed);
   return h;
 }
 
-/* Takes an abandoned heap, if any, for the calling thread. */
+/* Takes an abandoned heap, if any, for the calling thread. No global lock: the registry only
+ * grows, and the heap's own lock decides between threads that want the same heap. */
 static heap_t *heap_adopt(void) {
-  heap_t *found = NULL;
-  lock_acquire(&registry_lock);
-  for (heap_t *h = registry; h && !found; h = h->next_all) {
+  if (!atomic_load_explicit(&heaps_waiting, memory_order_relaxed)) return NULL;
+  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all) {
     if (atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) continue;
-    if (atomic_load(&h->state) == HEAP_ABANDONED) {
+    bool found = atomic_load(&h->state) == HEAP_ABANDONED;
+    if (found) {
       atomic_store(&h->state, HEAP_OWNED);
-      found = h;
+      atomic_fetch_sub_explicit(&heaps_waiting, 1, memory_order_relaxed);
     }
     lock_release(&h->lock);
+    if (found) return h;
   }
-  lock_release(&registry_lock);
-  return found;
+  return NULL;
 }
 
 static void heap_free_local(heap_t *h, void *p, const char *call);
@@ -378,45 +395,78 @@ static heap_t *heap_acquire(void) {
   return h;
 }
 
-/* Thread exit (TLS destructor): the heap gives back what it can and waits for adoption. */
+/* The discard policy for a heap nobody owns (caller holds its lock): the free pages of a
+ * thread that just exited are what the next thread will most likely ask for, so they stay
+ * until they have been idle for the decay time like any other free pages (the sweep below
+ * gives them back then). Discarding them all at exit, as the immediate policy still does,
+ * made a thread-churn workload refault every page each new thread touched (80x glibc's page
+ * faults, most of the run in system time). */
+static void heap_trim_abandoned(heap_t *h, uint64_t now) {
+  if (opt.discard == DISCARD_IMMEDIATE) pages_purge(h, UINT64_MAX, 0);
+  else if (opt.discard == DISCARD_DELAYED) pages_decay(h, now);
+}
+
+/* Releases the lock of an abandoned heap. A thread that pushed onto h->remote while we held
+ * the lock gave up on it (lock_try) and left the objects to us, so look again after the
+ * release: lock_release's exchange orders it before the load of remote, and the pusher's
+ * compare-and-swap comes before its lock_try, so one of the two sees the other. */
+static void heap_unlock_abandoned(heap_t *h) {
+  for (;;) {
+    lock_release(&h->lock);
+    if (!atomic_load(&h->remote) || atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) return;
+    if (atomic_load(&h->state) == HEAP_ABANDONED) {
+      heap_collect(h);
+      heap_trim_abandoned(h, now_ms());
+    }
+  }
+}
+
+/* Thread exit (TLS destructor): the heap gives back its spares and waits for adoption. */
 static void heap_abandon(void *arg) {
   heap_t *h = arg;
   if (!h || h == &heap_empty) return;
   tl_heap = &heap_empty;
   lock_acquire(&h->lock);
-  atomic_store(&h->state, HEAP_ABANDONED);     /* seq_cst: pairs with heap_free_remote */
+  atomic_store(&h->state, HEAP_ABANDONED);
+  atomic_fetch_add_explicit(&heaps_waiting, 1, memory_order_relaxed);
   heap_collect(h);
   design_release_spares(h);
-  pages_purge(h, UINT64_MAX, 0);
-  lock_release(&h->lock);
+  heap_trim_abandoned(h, now_ms());
+  heap_unlock_abandoned(h);
 }
 
-/* Frees into an abandoned heap under its lock; false if it was adopted meanwhile. */
-static bool heap_free_abandoned(heap_t *h, void *p) {
-  lock_acquire(&h->lock);
-  bool abandoned = atomic_load(&h->state) == HEAP_ABANDONED;
-  if (abandoned) {
-    if (p) heap_free_local(h, p, "free()");
-    heap_collect(h);
-    pages_purge(h, UINT64_MAX, 0);
+/* Gives back the idle free pages of heaps nobody owns, at most once per decay period (called
+ * from owners' discard policy, so it runs as long as the program allocates at all). */
+static void heap_sweep_abandoned(uint64_t now) {
+  uint64_t last = atomic_load_explicit(&abandoned_swept_ms, memory_order_relaxed);
+  if (!atomic_load_explicit(&heaps_waiting, memory_order_relaxed) || now - last < opt.decay_ms ||
+      !atomic_compare_exchange_strong(&abandoned_swept_ms, &last, now))
+    return;
+  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all) {
+    if (atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) continue;
+    if (atomic_load(&h->state) == HEAP_ABANDONED) {
+      heap_collect(h);
+      heap_trim_abandoned(h, now);
+    }
+    heap_unlock_abandoned(h);
   }
-  lock_release(&h->lock);
-  return abandoned;
 }
 
-/* A free of an object owned by another heap. */
+/* A free of an object owned by another heap: pushed onto the owner's remote stack, never
+ * waiting for a lock. If the owner has exited, the object is freed into its heap now by
+ * whoever gets the heap's lock (we, or the thread holding it, see heap_unlock_abandoned). */
 static NOINLINE void heap_free_remote(heap_t *h, desc_t *d, void *p, const char *call) {
   if (d->kind >= KIND_DESIGN) design_check_remote(d, p, call);
   else if (d->kind != KIND_HUGE || p != desc_start(d)) locus_fatal(call, "invalid pointer", p);
-  if (atomic_load(&h->state) == HEAP_ABANDONED && heap_free_abandoned(h, p)) return;
   void *head = atomic_load_explicit(&h->remote, memory_order_relaxed);
   do {
     if (unlikely(head == p)) locus_fatal(call, "double free", p);
     *(void **)p = head;
   } while (!atomic_compare_exchange_weak(&h->remote, &head, p));
-  /* The owner may have exited between our state check and the push: if so nobody will take
-   * the stack back, so do it ourselves (seq_cst on both sides makes one of us see it). */
-  if (atomic_load(&h->state) == HEAP_ABANDONED) heap_free_abandoned(h, NULL);
+  if (atomic_load(&h->state) == HEAP_ABANDONED && lock_try(&h->lock)) {
+    if (atomic_load(&h->state) == HEAP_ABANDONED) heap_collect(h);   /* frees apply the policy */
+    heap_unlock_abandoned(h);
+  }
 }
 
 /* ---- debugging --------------------------------------------------------------------------- */
@@ -476,7 +526,7 @@ static inline void heap_debug_tick(heap_t *h) {
  * the allocator) is left alone rather than waited for. The child re-initialises every lock.
  * Heaps of threads that do not exist in the child stay as they are (abandoned in effect:
  * their memory stays reachable through frees, it is not reused). */
-static spinlock_t huge_cache_lock;
+static lock_t huge_cache_lock;
 static uintptr_t fork_skipped;   /* bit mask: which of the global locks we did not take */
 
 static void fork_prepare(void) {
@@ -496,9 +546,9 @@ static void fork_parent(void) {
 }
 
 static void fork_child(void) {
-  for (heap_t *h = registry; h; h = h->next_all) lock_release(&h->lock);
-  lock_release(&huge_cache_lock);
-  lock_release(&registry_lock);
+  for (heap_t *h = registry; h; h = h->next_all) lock_reset(&h->lock);
+  lock_reset(&huge_cache_lock);
+  lock_reset(&registry_lock);
 }
 
 #endif
