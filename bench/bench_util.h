@@ -54,6 +54,56 @@ static long bench_scale_arg(int argc, char **argv, int idx, const char *usage) {
   return v;
 }
 
+/* Parses a positive integer argument in [lo, hi] (thread counts and the like); `what` names it
+ * in the message. Usage errors exit 2. */
+static inline long bench_int_arg(const char *arg, long lo, long hi, const char *what,
+                                 const char *usage) {
+  char *end;
+  errno = 0;
+  long v = strtol(arg, &end, 10);
+  if (errno != 0 || end == arg || *end != '\0' || v < lo || v > hi) {
+    fprintf(stderr, "%s: bad %s '%s' (%ld..%ld)\nusage: %s %s\n", bench_name, what, arg, lo,
+            hi, bench_name, usage);
+    exit(2);
+  }
+  return v;
+}
+
+/* Removes every occurrence of the option `flag` from argv (so positional arguments can be
+ * parsed as before) and returns whether it was there. */
+static inline int bench_take_flag(int *argc, char **argv, const char *flag) {
+  int found = 0, j = 1;
+  for (int i = 1; i < *argc; i++) {
+    if (strcmp(argv[i], flag) == 0)
+      found = 1;
+    else
+      argv[j++] = argv[i];
+  }
+  *argc = j;
+  argv[j] = NULL;
+  return found;
+}
+
+/* Any other argument starting with "--" is a usage error (exit 2). */
+static inline void bench_no_other_options(int argc, char **argv, const char *usage) {
+  for (int i = 1; i < argc; i++) {
+    if (strncmp(argv[i], "--", 2) == 0) {
+      fprintf(stderr, "%s: unknown option '%s'\nusage: %s %s\n", bench_name, argv[i],
+              bench_name, usage);
+      exit(2);
+    }
+  }
+}
+
+/* --quick (the lab passes it for `locus compare --quick`): the program does this fraction of
+ * its work, 1/BENCH_QUICK_DIVISOR, with the same structure (sizes, live set, thread counts).
+ * bench_work() is the number of work units for a scale. */
+enum { BENCH_QUICK_DIVISOR = 20 };
+
+static inline uint64_t bench_work(long scale, uint64_t per_scale, int quick) {
+  return (uint64_t)scale * per_scale / (quick ? BENCH_QUICK_DIVISOR : 1);
+}
+
 /* ---- PRNG: xorshift64* (Vigna), fixed seeds, one state per thread ------------------------ */
 
 typedef struct { uint64_t s; } bench_rng;
@@ -147,6 +197,49 @@ static inline void bench_check(const void *p, size_t n, uint64_t tag, const char
 /* Folds a value into a running checksum (order-dependent, deterministic). */
 static inline uint64_t bench_fold(uint64_t sum, uint64_t v) {
   return bench_mix(sum ^ v) + 0x9e3779b97f4a7c15ull;
+}
+
+/* ---- self-describing objects (found through a pointer alone) --------------------------------
+ * An object reached only through a shared pointer (another thread's, possibly exited) carries
+ * its size in its tag: bits 0..19 the size, bits 20..31 a check on the rest, bits 32..63 from
+ * the serial. A word that is not such a tag (memory reused or corrupted) fails the check with
+ * probability 1 - 2^-12, and its size must also be in range, before anything else is read. */
+enum { BENCH_SIZED_MAX = (1 << 20) - 1 };
+
+static inline uint64_t bench_sized_check(uint64_t hi_and_size) {
+  return (bench_mix(hi_and_size) >> 52) << 20;
+}
+
+static inline uint64_t bench_sized_tag(uint64_t serial, size_t size) {
+  uint64_t t = (bench_mix(serial) & ~0xffffffffull) | (uint64_t)size;
+  return t | bench_sized_check(t);
+}
+
+/* Stamps a new object of `size` (8..BENCH_SIZED_MAX bytes) and returns its tag. */
+static inline uint64_t bench_sized_fill(void *p, size_t size, uint64_t serial) {
+  uint64_t tag = bench_sized_tag(serial, size);
+  bench_fill(p, size, tag);
+  return tag;
+}
+
+/* Checks an object stamped by bench_sized_fill and frees it; returns its tag. */
+static inline uint64_t bench_sized_check_free(void *p, const char *what, uint64_t index) {
+  uint64_t tag;
+  memcpy(&tag, p, 8);
+  size_t size = (size_t)(tag & 0xfffff);
+  if (size < 8 || (tag & 0xfff00000ull) != bench_sized_check(tag & ~0xfff00000ull))
+    bench_die("content mismatch in %s #%llu: its tag was overwritten (the allocator handed "
+              "out memory that was still in use or corrupted it)", what,
+              (unsigned long long)index);
+  bench_check(p, size, tag, what, index);
+  free(p);
+  return tag;
+}
+
+/* A large buffer's size: 4 KiB..256 KiB, log-spread (each power of two equally likely). */
+static inline size_t bench_large_size(bench_rng *r) {
+  size_t lo = (size_t)4096 << bench_rng_below(r, 6);
+  return lo + (size_t)bench_rng_below(r, lo);
 }
 
 /* ---- memory figures (Linux) ------------------------------------------------------------ */
