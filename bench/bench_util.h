@@ -38,6 +38,22 @@ static inline void *bench_malloc(size_t n) {
   return p;
 }
 
+static inline void *bench_calloc(size_t count, size_t size) {
+  void *p = calloc(count, size);
+  if (p == NULL) bench_die("calloc(%zu, %zu) returned NULL", count, size);
+  return p;
+}
+
+/* Checks that len bytes at p + off, memory from calloc, are zero. */
+static inline void bench_check_zero(const void *p, size_t off, size_t len, const char *what,
+                                    uint64_t index) {
+  const unsigned char *b = (const unsigned char *)p + off;
+  for (size_t i = 0; i < len; i++)
+    if (b[i] != 0)
+      bench_die("calloc returned nonzero memory in %s #%llu (byte %zu)", what,
+                (unsigned long long)index, off + i);
+}
+
 /* ---- the scale argument --------------------------------------------------------------- */
 
 /* Parses argv[idx] as the scale (a positive integer; absent means 1). Usage errors exit 2. */
