@@ -43,13 +43,8 @@ static void release(unsigned char **obj, unsigned i, size_t size, uint64_t base,
 
 int main(int argc, char **argv) {
   bench_name = "batches";
-  int quick = bench_take_flag(&argc, argv, "--quick");
-  bench_no_other_options(argc, argv, USAGE);
-  if (argc > 2) {
-    fprintf(stderr, "usage: %s %s\n", bench_name, USAGE);
-    return 2;
-  }
-  long scale = bench_scale_arg(argc, argv, 1, USAGE);
+  int quick;
+  long scale = bench_args(&argc, argv, 1, USAGE, &quick);
   uint64_t cycles = bench_work(scale, CYCLES_PER_SCALE, quick);
 
   unsigned char **obj = bench_malloc(sizeof(unsigned char *) * MAX_BATCH);

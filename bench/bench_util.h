@@ -116,6 +116,21 @@ static inline void bench_no_other_options(int argc, char **argv, const char *usa
  * bench_work() is the number of work units for a scale. */
 enum { BENCH_QUICK_DIVISOR = 20 };
 
+/* The common command line, `name [scale] [more positional...] [--quick]`, once the program
+ * has taken its own options out of argv: takes --quick (into *quick), rejects any other
+ * option and more than max_positional positional arguments (exit 2), and returns the scale
+ * (argv[1]). */
+static inline long bench_args(int *argc, char **argv, int max_positional, const char *usage,
+                              int *quick) {
+  *quick = bench_take_flag(argc, argv, "--quick");
+  bench_no_other_options(*argc, argv, usage);
+  if (*argc - 1 > max_positional) {
+    fprintf(stderr, "%s: too many arguments\nusage: %s %s\n", bench_name, bench_name, usage);
+    exit(2);
+  }
+  return bench_scale_arg(*argc, argv, 1, usage);
+}
+
 static inline uint64_t bench_work(long scale, uint64_t per_scale, int quick) {
   return (uint64_t)scale * per_scale / (quick ? BENCH_QUICK_DIVISOR : 1);
 }

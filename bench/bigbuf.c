@@ -75,13 +75,8 @@ static void retire(buffer *b, bench_rng *rng, uint64_t *sum, uint64_t index) {
 
 int main(int argc, char **argv) {
   bench_name = "bigbuf";
-  int quick = bench_take_flag(&argc, argv, "--quick");
-  bench_no_other_options(argc, argv, USAGE);
-  if (argc > 2) {
-    fprintf(stderr, "usage: %s %s\n", bench_name, USAGE);
-    return 2;
-  }
-  long scale = bench_scale_arg(argc, argv, 1, USAGE);
+  int quick;
+  long scale = bench_args(&argc, argv, 1, USAGE, &quick);
   uint64_t replacements = bench_work(scale, REPLACEMENTS_PER_SCALE, quick);
 
   bench_rng rng;

@@ -97,14 +97,9 @@ static void start(worker *w, int seat, uint64_t gen, uint64_t quota) {
 
 int main(int argc, char **argv) {
   bench_name = "xthreads";
-  int quick = bench_take_flag(&argc, argv, "--quick");
+  int quick;
   large_on = !bench_take_flag(&argc, argv, "--no-large");
-  bench_no_other_options(argc, argv, USAGE);
-  if (argc > 3) {
-    fprintf(stderr, "usage: %s %s\n", bench_name, USAGE);
-    return 2;
-  }
-  long scale = bench_scale_arg(argc, argv, 1, USAGE);
+  long scale = bench_args(&argc, argv, 2, USAGE, &quick);
   if (argc > 2) nthreads = (int)bench_int_arg(argv[2], 1, MAX_THREADS, "thread count", USAGE);
 
   /* Generations: the first wave's quotas are QUOTA*(i+1)/threads, so that its workers end
