@@ -314,20 +314,83 @@ typedef struct {
   uint64_t tag;
 } bench_slot;
 
-static inline void bench_slot_fill(bench_slot *s, bench_rng *rng, uint64_t *serial) {
-  size_t n = bench_small_size(rng);
+/* Fills the slot with a new object of n bytes (n <= 2^32 - 1), stamped with the next serial. */
+static inline void bench_slot_fill_size(bench_slot *s, size_t n, uint64_t *serial) {
   s->p = bench_malloc(n);
   s->size = (uint32_t)n;
   s->tag = bench_mix(++*serial);
   bench_fill(s->p, n, s->tag);
 }
 
-/* Checks and frees the slot's object, folds it into *sum, and refills the slot. */
-static inline void bench_slot_replace(bench_slot *s, bench_rng *rng, uint64_t *serial, uint64_t *sum, uint64_t where) {
+static inline void bench_slot_fill(bench_slot *s, bench_rng *rng, uint64_t *serial) {
+  bench_slot_fill_size(s, bench_small_size(rng), serial);
+}
+
+/* Checks and frees the slot's object and folds it into *sum (the slot is then empty). */
+static inline void bench_slot_retire(bench_slot *s, uint64_t *sum, uint64_t where) {
   bench_check(s->p, s->size, s->tag, "object", where);
   *sum = bench_fold(*sum, s->tag ^ s->p[s->size - 1]);
   free(s->p);
+  s->p = NULL;
+}
+
+/* Checks and frees the slot's object, folds it into *sum, and refills the slot. */
+static inline void bench_slot_replace(bench_slot *s, bench_rng *rng, uint64_t *serial, uint64_t *sum, uint64_t where) {
+  bench_slot_retire(s, sum, where);
   bench_slot_fill(s, rng, serial);
+}
+
+/* ---- worker threads replaced as they finish (xthreads, xserver) ----------------------------
+ * A worker posts its seat number when its work is done; the main thread takes finished seats
+ * in the order they were posted, joins the worker and may start another in the same seat. */
+#include <pthread.h>
+
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t posted;
+  int *seat;                      /* ring of capacity cap (the number of seats) */
+  int head, count, cap;
+} bench_done_queue;
+
+static inline void bench_done_init(bench_done_queue *q, int seats) {
+  pthread_mutex_init(&q->lock, NULL);
+  pthread_cond_init(&q->posted, NULL);
+  q->seat = bench_malloc(sizeof(int) * (size_t)seats);
+  q->head = q->count = 0;
+  q->cap = seats;
+}
+
+/* Called by a worker as its last act (each seat has at most one post pending). */
+static inline void bench_done_post(bench_done_queue *q, int seat) {
+  pthread_mutex_lock(&q->lock);
+  q->seat[(q->head + q->count++) % q->cap] = seat;
+  pthread_cond_signal(&q->posted);
+  pthread_mutex_unlock(&q->lock);
+}
+
+/* Waits for a finished worker and returns its seat (the caller joins the thread). */
+static inline int bench_done_wait(bench_done_queue *q) {
+  pthread_mutex_lock(&q->lock);
+  while (q->count == 0) pthread_cond_wait(&q->posted, &q->lock);
+  int seat = q->seat[q->head];
+  q->head = (q->head + 1) % q->cap;
+  q->count--;
+  pthread_mutex_unlock(&q->lock);
+  return seat;
+}
+
+static inline void bench_thread_start(pthread_t *t, void *(*fn)(void *), void *arg) {
+  if (pthread_create(t, NULL, fn, arg) != 0) bench_die("pthread_create failed");
+}
+
+static inline void bench_thread_join(pthread_t t) {
+  if (pthread_join(t, NULL) != 0) bench_die("pthread_join failed");
+}
+
+/* Quota of the first worker in seat i of n when later ones do `quota`: spread from quota/n to
+ * quota so the first wave ends one worker after another, not all at once. */
+static inline uint64_t bench_first_quota(int i, int n, uint64_t quota) {
+  return quota * (uint64_t)(i + 1) / (uint64_t)n;
 }
 
 #endif /* LOCUS_BENCH_UTIL_H */

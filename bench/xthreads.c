@@ -25,7 +25,6 @@
  */
 #include "bench_util.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 
 #define USAGE "[scale] [threads] [--no-large] [--quick]"
@@ -52,11 +51,8 @@ typedef struct {
   int seat;
 } worker;
 
-/* Seats whose worker has finished, for the main thread to join and refill (FIFO of seats). */
-static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
-static int done_queue[MAX_THREADS];
-static int done_head, done_count, nthreads = 8;
+static bench_done_queue done;     /* seats whose worker has finished */
+static int nthreads = 8;
 
 static void *run(void *arg) {
   worker *w = arg;
@@ -83,16 +79,13 @@ static void *run(void *arg) {
       w->freed++;
     }
   }
-  pthread_mutex_lock(&done_lock);
-  done_queue[(done_head + done_count++) % MAX_THREADS] = w->seat;
-  pthread_cond_signal(&done_cond);
-  pthread_mutex_unlock(&done_lock);
+  bench_done_post(&done, w->seat);
   return NULL;
 }
 
 static void start(worker *w, int seat, uint64_t gen, uint64_t quota) {
   *w = (worker){.gen = gen, .quota = quota, .seat = seat};
-  if (pthread_create(&w->thread, NULL, run, w) != 0) bench_die("pthread_create failed");
+  bench_thread_start(&w->thread, run, w);
 }
 
 int main(int argc, char **argv) {
@@ -111,20 +104,12 @@ int main(int argc, char **argv) {
   worker *seats = bench_malloc(sizeof(worker) * (size_t)nthreads);
   uint64_t next_gen = 0, total_ops = 0, created_sum = 0, freed_sum = 0, freed = 0, large = 0;
   uint64_t fold_sum = 0;
-  for (int i = 0; i < nthreads; i++, next_gen++) {
-    uint64_t q = (uint64_t)QUOTA * (uint64_t)(i + 1) / (uint64_t)nthreads;
-    start(&seats[i], i, next_gen, q);
-  }
+  bench_done_init(&done, nthreads);
+  for (int i = 0; i < nthreads; i++, next_gen++)
+    start(&seats[i], i, next_gen, bench_first_quota(i, nthreads, QUOTA));
   for (int live = nthreads; live > 0;) {
-    pthread_mutex_lock(&done_lock);
-    while (done_count == 0) pthread_cond_wait(&done_cond, &done_lock);
-    int seat = done_queue[done_head];
-    done_head = (done_head + 1) % MAX_THREADS;
-    done_count--;
-    pthread_mutex_unlock(&done_lock);
-
-    worker *w = &seats[seat];
-    if (pthread_join(w->thread, NULL) != 0) bench_die("pthread_join failed");
+    worker *w = &seats[bench_done_wait(&done)];
+    bench_thread_join(w->thread);
     total_ops += w->quota;
     created_sum += w->created_sum;
     freed_sum += w->freed_sum;
@@ -132,7 +117,7 @@ int main(int argc, char **argv) {
     large += w->large;
     fold_sum += bench_mix(w->created_fold ^ w->gen);   /* order-independent over workers */
     if (next_gen < gens)
-      start(w, seat, next_gen++, QUOTA);
+      start(w, w->seat, next_gen++, QUOTA);
     else
       live--;
   }
