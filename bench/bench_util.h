@@ -38,6 +38,22 @@ static inline void *bench_malloc(size_t n) {
   return p;
 }
 
+static inline void *bench_calloc(size_t count, size_t size) {
+  void *p = calloc(count, size);
+  if (p == NULL) bench_die("calloc(%zu, %zu) returned NULL", count, size);
+  return p;
+}
+
+/* Checks that len bytes at p + off, memory from calloc, are zero. */
+static inline void bench_check_zero(const void *p, size_t off, size_t len, const char *what,
+                                    uint64_t index) {
+  const unsigned char *b = (const unsigned char *)p + off;
+  for (size_t i = 0; i < len; i++)
+    if (b[i] != 0)
+      bench_die("calloc returned nonzero memory in %s #%llu (byte %zu)", what,
+                (unsigned long long)index, off + i);
+}
+
 /* ---- the scale argument --------------------------------------------------------------- */
 
 /* Parses argv[idx] as the scale (a positive integer; absent means 1). Usage errors exit 2. */
@@ -52,6 +68,71 @@ static long bench_scale_arg(int argc, char **argv, int idx, const char *usage) {
     exit(2);
   }
   return v;
+}
+
+/* Parses a positive integer argument in [lo, hi] (thread counts and the like); `what` names it
+ * in the message. Usage errors exit 2. */
+static inline long bench_int_arg(const char *arg, long lo, long hi, const char *what,
+                                 const char *usage) {
+  char *end;
+  errno = 0;
+  long v = strtol(arg, &end, 10);
+  if (errno != 0 || end == arg || *end != '\0' || v < lo || v > hi) {
+    fprintf(stderr, "%s: bad %s '%s' (%ld..%ld)\nusage: %s %s\n", bench_name, what, arg, lo,
+            hi, bench_name, usage);
+    exit(2);
+  }
+  return v;
+}
+
+/* Removes every occurrence of the option `flag` from argv (so positional arguments can be
+ * parsed as before) and returns whether it was there. */
+static inline int bench_take_flag(int *argc, char **argv, const char *flag) {
+  int found = 0, j = 1;
+  for (int i = 1; i < *argc; i++) {
+    if (strcmp(argv[i], flag) == 0)
+      found = 1;
+    else
+      argv[j++] = argv[i];
+  }
+  *argc = j;
+  argv[j] = NULL;
+  return found;
+}
+
+/* Any other argument starting with "--" is a usage error (exit 2). */
+static inline void bench_no_other_options(int argc, char **argv, const char *usage) {
+  for (int i = 1; i < argc; i++) {
+    if (strncmp(argv[i], "--", 2) == 0) {
+      fprintf(stderr, "%s: unknown option '%s'\nusage: %s %s\n", bench_name, argv[i],
+              bench_name, usage);
+      exit(2);
+    }
+  }
+}
+
+/* --quick (the lab passes it for `locus compare --quick`): the program does this fraction of
+ * its work, 1/BENCH_QUICK_DIVISOR, with the same structure (sizes, live set, thread counts).
+ * bench_work() is the number of work units for a scale. */
+enum { BENCH_QUICK_DIVISOR = 20 };
+
+/* The common command line, `name [scale] [more positional...] [--quick]`, once the program
+ * has taken its own options out of argv: takes --quick (into *quick), rejects any other
+ * option and more than max_positional positional arguments (exit 2), and returns the scale
+ * (argv[1]). */
+static inline long bench_args(int *argc, char **argv, int max_positional, const char *usage,
+                              int *quick) {
+  *quick = bench_take_flag(argc, argv, "--quick");
+  bench_no_other_options(*argc, argv, usage);
+  if (*argc - 1 > max_positional) {
+    fprintf(stderr, "%s: too many arguments\nusage: %s %s\n", bench_name, bench_name, usage);
+    exit(2);
+  }
+  return bench_scale_arg(*argc, argv, 1, usage);
+}
+
+static inline uint64_t bench_work(long scale, uint64_t per_scale, int quick) {
+  return (uint64_t)scale * per_scale / (quick ? BENCH_QUICK_DIVISOR : 1);
 }
 
 /* ---- PRNG: xorshift64* (Vigna), fixed seeds, one state per thread ------------------------ */
@@ -149,6 +230,49 @@ static inline uint64_t bench_fold(uint64_t sum, uint64_t v) {
   return bench_mix(sum ^ v) + 0x9e3779b97f4a7c15ull;
 }
 
+/* ---- self-describing objects (found through a pointer alone) --------------------------------
+ * An object reached only through a shared pointer (another thread's, possibly exited) carries
+ * its size in its tag: bits 0..19 the size, bits 20..31 a check on the rest, bits 32..63 from
+ * the serial. A word that is not such a tag (memory reused or corrupted) fails the check with
+ * probability 1 - 2^-12, and its size must also be in range, before anything else is read. */
+enum { BENCH_SIZED_MAX = (1 << 20) - 1 };
+
+static inline uint64_t bench_sized_check(uint64_t hi_and_size) {
+  return (bench_mix(hi_and_size) >> 52) << 20;
+}
+
+static inline uint64_t bench_sized_tag(uint64_t serial, size_t size) {
+  uint64_t t = (bench_mix(serial) & ~0xffffffffull) | (uint64_t)size;
+  return t | bench_sized_check(t);
+}
+
+/* Stamps a new object of `size` (8..BENCH_SIZED_MAX bytes) and returns its tag. */
+static inline uint64_t bench_sized_fill(void *p, size_t size, uint64_t serial) {
+  uint64_t tag = bench_sized_tag(serial, size);
+  bench_fill(p, size, tag);
+  return tag;
+}
+
+/* Checks an object stamped by bench_sized_fill and frees it; returns its tag. */
+static inline uint64_t bench_sized_check_free(void *p, const char *what, uint64_t index) {
+  uint64_t tag;
+  memcpy(&tag, p, 8);
+  size_t size = (size_t)(tag & 0xfffff);
+  if (size < 8 || (tag & 0xfff00000ull) != bench_sized_check(tag & ~0xfff00000ull))
+    bench_die("content mismatch in %s #%llu: its tag was overwritten (the allocator handed "
+              "out memory that was still in use or corrupted it)", what,
+              (unsigned long long)index);
+  bench_check(p, size, tag, what, index);
+  free(p);
+  return tag;
+}
+
+/* A large buffer's size: 4 KiB..256 KiB, log-spread (each power of two equally likely). */
+static inline size_t bench_large_size(bench_rng *r) {
+  size_t lo = (size_t)4096 << bench_rng_below(r, 6);
+  return lo + (size_t)bench_rng_below(r, lo);
+}
+
 /* ---- memory figures (Linux) ------------------------------------------------------------ */
 
 #include <unistd.h>
@@ -190,20 +314,83 @@ typedef struct {
   uint64_t tag;
 } bench_slot;
 
-static inline void bench_slot_fill(bench_slot *s, bench_rng *rng, uint64_t *serial) {
-  size_t n = bench_small_size(rng);
+/* Fills the slot with a new object of n bytes (n <= 2^32 - 1), stamped with the next serial. */
+static inline void bench_slot_fill_size(bench_slot *s, size_t n, uint64_t *serial) {
   s->p = bench_malloc(n);
   s->size = (uint32_t)n;
   s->tag = bench_mix(++*serial);
   bench_fill(s->p, n, s->tag);
 }
 
-/* Checks and frees the slot's object, folds it into *sum, and refills the slot. */
-static inline void bench_slot_replace(bench_slot *s, bench_rng *rng, uint64_t *serial, uint64_t *sum, uint64_t where) {
+static inline void bench_slot_fill(bench_slot *s, bench_rng *rng, uint64_t *serial) {
+  bench_slot_fill_size(s, bench_small_size(rng), serial);
+}
+
+/* Checks and frees the slot's object and folds it into *sum (the slot is then empty). */
+static inline void bench_slot_retire(bench_slot *s, uint64_t *sum, uint64_t where) {
   bench_check(s->p, s->size, s->tag, "object", where);
   *sum = bench_fold(*sum, s->tag ^ s->p[s->size - 1]);
   free(s->p);
+  s->p = NULL;
+}
+
+/* Checks and frees the slot's object, folds it into *sum, and refills the slot. */
+static inline void bench_slot_replace(bench_slot *s, bench_rng *rng, uint64_t *serial, uint64_t *sum, uint64_t where) {
+  bench_slot_retire(s, sum, where);
   bench_slot_fill(s, rng, serial);
+}
+
+/* ---- worker threads replaced as they finish (xthreads, xserver) ----------------------------
+ * A worker posts its seat number when its work is done; the main thread takes finished seats
+ * in the order they were posted, joins the worker and may start another in the same seat. */
+#include <pthread.h>
+
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t posted;
+  int *seat;                      /* ring of capacity cap (the number of seats) */
+  int head, count, cap;
+} bench_done_queue;
+
+static inline void bench_done_init(bench_done_queue *q, int seats) {
+  pthread_mutex_init(&q->lock, NULL);
+  pthread_cond_init(&q->posted, NULL);
+  q->seat = bench_malloc(sizeof(int) * (size_t)seats);
+  q->head = q->count = 0;
+  q->cap = seats;
+}
+
+/* Called by a worker as its last act (each seat has at most one post pending). */
+static inline void bench_done_post(bench_done_queue *q, int seat) {
+  pthread_mutex_lock(&q->lock);
+  q->seat[(q->head + q->count++) % q->cap] = seat;
+  pthread_cond_signal(&q->posted);
+  pthread_mutex_unlock(&q->lock);
+}
+
+/* Waits for a finished worker and returns its seat (the caller joins the thread). */
+static inline int bench_done_wait(bench_done_queue *q) {
+  pthread_mutex_lock(&q->lock);
+  while (q->count == 0) pthread_cond_wait(&q->posted, &q->lock);
+  int seat = q->seat[q->head];
+  q->head = (q->head + 1) % q->cap;
+  q->count--;
+  pthread_mutex_unlock(&q->lock);
+  return seat;
+}
+
+static inline void bench_thread_start(pthread_t *t, void *(*fn)(void *), void *arg) {
+  if (pthread_create(t, NULL, fn, arg) != 0) bench_die("pthread_create failed");
+}
+
+static inline void bench_thread_join(pthread_t t) {
+  if (pthread_join(t, NULL) != 0) bench_die("pthread_join failed");
+}
+
+/* Quota of the first worker in seat i of n when later ones do `quota`: spread from quota/n to
+ * quota so the first wave ends one worker after another, not all at once. */
+static inline uint64_t bench_first_quota(int i, int n, uint64_t quota) {
+  return quota * (uint64_t)(i + 1) / (uint64_t)n;
 }
 
 #endif /* LOCUS_BENCH_UTIL_H */

@@ -6,7 +6,7 @@
  * its contents checked when freed. What it rewards: a fast malloc/free path for small sizes
  * and reuse of freed memory without a growing footprint.
  *
- * usage: churn [scale]     work (replacements) grows linearly with scale
+ * usage: churn [scale] [--quick]     work (replacements) grows linearly with scale
  */
 #include "bench_util.h"
 
@@ -17,8 +17,9 @@ enum {
 
 int main(int argc, char **argv) {
   bench_name = "churn";
-  long scale = bench_scale_arg(argc, argv, 1, "[scale]");
-  uint64_t ops = (uint64_t)scale * OPS_PER_SCALE;
+  int quick;
+  long scale = bench_args(&argc, argv, 1, "[scale] [--quick]", &quick);
+  uint64_t ops = bench_work(scale, OPS_PER_SCALE, quick);
 
   bench_rng rng;
   bench_rng_seed(&rng, 0xc4a2);

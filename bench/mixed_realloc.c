@@ -12,7 +12,7 @@
  * neighbour, mremap for large blocks), cheap calloc of fresh memory, and the medium/large
  * size paths that the small-object workloads never reach.
  *
- * usage: mixed_realloc [scale]     operations grow linearly with scale
+ * usage: mixed_realloc [scale] [--quick]     operations grow linearly with scale
  */
 #include "bench_util.h"
 
@@ -63,8 +63,9 @@ static size_t pick_limit(bench_rng *r) {
 
 int main(int argc, char **argv) {
   bench_name = "mixed_realloc";
-  long scale = bench_scale_arg(argc, argv, 1, "[scale]");
-  uint64_t ops = (uint64_t)scale * OPS_PER_SCALE;
+  int quick;
+  long scale = bench_args(&argc, argv, 1, "[scale] [--quick]", &quick);
+  uint64_t ops = bench_work(scale, OPS_PER_SCALE, quick);
   bench_rng rng;
   bench_rng_seed(&rng, 0x4ea110c);
   buffer *bufs = calloc(BUFS, sizeof(buffer));

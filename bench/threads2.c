@@ -13,7 +13,12 @@
  * Memory is thus freed by a thread that did not allocate it. With one thread the thread
  * sends to itself, so the work is the same and only the cross-thread part disappears.
  *
- * usage: threads2 [scale] [threads] [--xfree]   per-thread work grows linearly with scale
+ * --split keeps the total work that of `threads2 S 2` whatever the thread count: each of N
+ * threads does 2/N of a thread's usual operations (the lab's threads8 and threads16 compare
+ * many threads against two doing the same work). --quick does 1/20 of the work.
+ *
+ * usage: threads2 [scale] [threads] [--xfree] [--split] [--quick]
+ *        per-thread work grows linearly with scale
  */
 #include "bench_util.h"
 
@@ -24,6 +29,7 @@ enum {
   SLOTS = 25000,                  /* live objects per thread */
   OPS_PER_SCALE = 20000000,       /* replacements per thread per unit of scale */
   MAX_THREADS = 64,
+  SPLIT_THREADS = 2,              /* --split: total work that of this many threads */
   XFREE_EVERY = 4,                /* one object sent to the next thread per this many ops */
   BATCH = 64,                     /* objects per queue message */
   MAX_PENDING = 256,              /* batches a queue may hold before its producer waits */
@@ -185,40 +191,24 @@ static void *run(void *arg) {
   return NULL;
 }
 
-static void usage_exit(const char *msg, const char *arg) {
-  fprintf(stderr, "%s: %s '%s'\nusage: %s [scale] [threads] [--xfree]\n", bench_name, msg,
-          arg, bench_name);
-  exit(2);
-}
+#define USAGE "[scale] [threads] [--xfree] [--split] [--quick]"
 
 int main(int argc, char **argv) {
   bench_name = "threads2";
-  long scale = 1;
-  int positional = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--xfree") == 0) {
-      xfree_mode = 1;
-    } else if (positional == 0) {
-      char *av[2] = {argv[0], argv[i]};
-      scale = bench_scale_arg(2, av, 1, "[scale] [threads] [--xfree]");
-      positional++;
-    } else if (positional == 1) {
-      char *end;
-      long t = strtol(argv[i], &end, 10);
-      if (end == argv[i] || *end != '\0' || t < 1 || t > MAX_THREADS)
-        usage_exit("bad thread count (1..64)", argv[i]);
-      nthreads = (int)t;
-      positional++;
-    } else {
-      usage_exit("unexpected argument", argv[i]);
-    }
-  }
+  xfree_mode = bench_take_flag(&argc, argv, "--xfree");
+  int split = bench_take_flag(&argc, argv, "--split");
+  int quick;
+  long scale = bench_args(&argc, argv, 2, USAGE, &quick);
+  if (argc > 2) nthreads = (int)bench_int_arg(argv[2], 1, MAX_THREADS, "thread count", USAGE);
+  /* --split: the total work of `threads2 S 2`, divided evenly among the threads */
+  uint64_t ops_per_thread = bench_work(scale, OPS_PER_SCALE, quick);
+  if (split) ops_per_thread = ops_per_thread * SPLIT_THREADS / (uint64_t)nthreads;
 
   worker *workers = bench_malloc(sizeof(worker) * (size_t)nthreads);
   for (int i = 0; i < nthreads; i++) {
     pthread_mutex_init(&inboxes[i].lock, NULL);
     pthread_cond_init(&inboxes[i].changed, NULL);
-    workers[i] = (worker){.id = i, .ops = (uint64_t)scale * OPS_PER_SCALE};
+    workers[i] = (worker){.id = i, .ops = ops_per_thread};
   }
   for (int i = 0; i < nthreads; i++)
     if (pthread_create(&workers[i].thread, NULL, run, &workers[i]) != 0)
@@ -236,7 +226,7 @@ int main(int argc, char **argv) {
   free(workers);
   printf("threads2: scale=%ld threads=%d xfree=%d ops_per_thread=%llu cross_frees=%llu "
          "checksum=%016llx\n", scale, nthreads, xfree_mode,
-         (unsigned long long)scale * OPS_PER_SCALE, (unsigned long long)received,
+         (unsigned long long)ops_per_thread, (unsigned long long)received,
          (unsigned long long)sum);
   return 0;
 }

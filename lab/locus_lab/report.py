@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .common import LabError, human_bytes
-from .suite import SCALING_ONE, SCALING_TWO
+from .suite import MANY_THREADS, SCALING_ONE, SCALING_TWO
 
 # ---- cell formatting (shared by the terminal and Markdown tables) --------------------------------
 
@@ -129,6 +129,31 @@ def scaling_machine_note(meta: dict) -> str:
             "one-core machine caps it, whatever the allocator).")
 
 
+MANY_DEFINITION = (f"median wall time of threads2's loop with the total work of {SCALING_TWO} "
+                   f"split over N threads, and its ratio to {SCALING_TWO}'s (N / 2); "
+                   "1.00 = the extra threads cost nothing")
+
+
+def many_thread_table(summary: dict) -> tuple[list, list] | None:
+    """Header and rows of the many-thread table (strings), or None without data: per
+    allocator, threads2's time, then each many-thread workload's time and ratio."""
+    many = summary.get("many_threads") or {}
+    if not many:
+        return None
+    present = [name for name in MANY_THREADS if any(name in m["runs"] for m in many.values())]
+    header = ["allocator", "2 threads"]
+    for name in present:
+        header += [f"{MANY_THREADS[name]} threads", f"{MANY_THREADS[name]} / 2"]
+    rows = []
+    for a, m in many.items():
+        row = [a, f"{m['t2_s']:.2f} s"]
+        for name in present:
+            r = m["runs"].get(name)
+            row += [f"{r['t_s']:.2f} s", f"{r['ratio']:.2f}x"] if r else ["-", "-"]
+        rows.append(row)
+    return header, rows
+
+
 # ---- terminal ---------------------------------------------------------------------------------
 
 def _column_groups(width: int, first: int, columns: list) -> list:
@@ -183,6 +208,7 @@ def print_summary(console: Console, summary: dict, meta: dict) -> None:
             console.print(t)
         console.print()
     print_scaling(console, summary, meta)
+    print_many_threads(console, summary)
     lines = summary["verdict"]["lines"]
     if lines:
         console.print("[bold]Verdict[/bold]")
@@ -205,6 +231,22 @@ def print_scaling(console: Console, summary: dict, meta: dict) -> None:
         t.add_row(a, *_scaling_cells(s))
     console.print(t)
     console.print(scaling_machine_note(meta))
+    console.print()
+
+
+def print_many_threads(console: Console, summary: dict) -> None:
+    table = many_thread_table(summary)
+    if not table:
+        return
+    header, rows = table
+    t = Table(title="Many threads", caption=MANY_DEFINITION, title_justify="left",
+              caption_justify="left")
+    for col in header:
+        t.add_column(col, justify="left" if col == "allocator" else "right",
+                     style="bold" if col == "allocator" else None)
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
     console.print()
 
 
@@ -232,7 +274,7 @@ def write_json(path: Path, summary: dict, rows: list) -> None:
             "workloads": summary["workloads"], "results": rows,
             "not_in_geomean": summary.get("not_in_geomean", []),
             "geomean": summary["geomean"], "scaling": summary.get("scaling", {}),
-            "verdict": summary["verdict"]}
+            "many_threads": summary.get("many_threads", {}), "verdict": summary["verdict"]}
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -417,6 +459,13 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
                 f"_{SCALING_DEFINITION}. {scaling_machine_note(meta)}_", "",
                 "| allocator | 1 thread | 2 threads | scaling |", "|---|---:|---:|---:|"]
         out += [f"| {a} | " + " | ".join(_scaling_cells(s)) + " |" for a, s in scaling.items()]
+        out += [""]
+    many = many_thread_table(summary)
+    if many:
+        header, rows = many
+        out += ["## Many threads", "", f"_{MANY_DEFINITION}._", "",
+                "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+        out += ["| " + " | ".join(row) + " |" for row in rows]
         out += [""]
     heap = _md_heap(summary, meta)
     if heap:

@@ -14,7 +14,7 @@ import statistics
 from pathlib import Path
 
 from .common import LabError
-from .suite import SCALING_ONE, SCALING_TWO
+from .suite import MANY_THREADS, SCALING_ONE, SCALING_TWO
 
 META_FILE = "meta.json"
 RUNS_FILE = "runs.jsonl"
@@ -189,6 +189,10 @@ def summarise(meta: dict, runs: list) -> dict:
     scaling = two_thread_scaling(cells, allocators)
     for a, s in scaling.items():
         cells[(SCALING_TWO, a)]["scaling"] = s["scaling"]
+    many = many_thread(cells, allocators)
+    for a, m in many.items():
+        for name, r in m["runs"].items():
+            cells[(name, a)]["vs_threads2"] = r["ratio"]
 
     means = {}
     for a in allocators:
@@ -207,7 +211,8 @@ def summarise(meta: dict, runs: list) -> dict:
 
     return {"baseline": baseline, "allocators": allocators, "workloads": workloads,
             "not_in_geomean": [w for w in workloads if w in excluded],
-            "cells": cells, "geomean": means, "scaling": scaling, "live": live,
+            "cells": cells, "geomean": means, "scaling": scaling, "many_threads": many,
+            "live": live,
             "verdict": verdict(baseline, allocators, means)}
 
 
@@ -218,14 +223,39 @@ def two_thread_scaling(cells: dict, allocators: list) -> dict:
     which either workload did not run, or failed, are left out."""
     out = {}
     for a in allocators:
-        one = cells.get((SCALING_ONE, a))
-        two = cells.get((SCALING_TWO, a))
-        if not one or not two or one["status"] != "ok" or two["status"] != "ok":
+        t1 = _ok_wall(cells.get((SCALING_ONE, a)))
+        t2 = _ok_wall(cells.get((SCALING_TWO, a)))
+        if t1 and t2:
+            out[a] = {"t1_s": t1, "t2_s": t2, "scaling": 2.0 * t1 / t2}
+    return out
+
+
+def _ok_wall(cell) -> float | None:
+    """The median wall time of a cell that ran without failing, else None."""
+    if not cell or cell["status"] != "ok":
+        return None
+    return cell.get("wall_s") or None
+
+
+def many_thread(cells: dict, allocators: list) -> dict:
+    """Per allocator, the many-thread workloads (threads2's loop with the total work of
+    threads2 split over N threads) against threads2: ratio = T_N / T_2 from the median wall
+    times, the cost of the same work done by N threads instead of two (1.00 = no cost; on
+    two cores, more threads can only add switching, contention and cache misses). Allocators
+    without a good threads2, or without any good many-thread run, are left out, as are the
+    runs that failed."""
+    out = {}
+    for a in allocators:
+        t2 = _ok_wall(cells.get((SCALING_TWO, a)))
+        if not t2:
             continue
-        t1, t2 = one.get("wall_s"), two.get("wall_s")
-        if not t1 or not t2:
-            continue
-        out[a] = {"t1_s": t1, "t2_s": t2, "scaling": 2.0 * t1 / t2}
+        runs = {}
+        for name, n in MANY_THREADS.items():
+            tn = _ok_wall(cells.get((name, a)))
+            if tn:
+                runs[name] = {"threads": n, "t_s": tn, "ratio": tn / t2}
+        if runs:
+            out[a] = {"t2_s": t2, "runs": runs}
     return out
 
 

@@ -3,7 +3,8 @@
 The default suite is the bench programs (build/bench/<name>, allocation-intensive C
 programs written for Locus) plus real programs on inputs kept in lab/suite/: CPython, gcc,
 perl and sqlite3. Sizes are chosen so each runs about 1.5-2.5 s under glibc on a 2-core
-machine; --quick uses tiny inputs (the bench programs' smallest scale is 1).
+machine; --quick uses tiny inputs: the real programs' smallest, and the bench programs that
+accept it get `--quick` (1/20 of their work at scale 1; linked and burst ignore --quick).
 """
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from .common import SUITE_DIR, LabError, Paths
 # The pair of workloads two-thread scaling is computed from (results.two_thread_scaling):
 # the same program, the same per-thread work, one thread and two.
 SCALING_ONE, SCALING_TWO = "threads1", "threads2"
+# Many-thread runs (results.many_thread): threads2's loop with the total work of SCALING_TWO
+# split over N threads (`threads2 1 N --split`), so time / time(SCALING_TWO) is the cost of
+# the same work on N threads.
+MANY_THREADS = {"threads8": 8, "threads16": 16}
 
 
 class Bench(NamedTuple):
@@ -26,11 +31,13 @@ class Bench(NamedTuple):
     what: str
     program: str = ""           # build/bench/<program>; "" = the workload's name
     in_geomean: bool = True
+    quick: bool = True          # the program takes --quick (1/20 of the work)
 
 
 BENCH = (
     Bench("churn", [], 1.5, "small-object churn, 100k live objects"),
-    Bench("linked", [], 1.5, "linked structures built amid temporaries, then walked"),
+    Bench("linked", [], 1.5, "linked structures built amid temporaries, then walked",
+          quick=False),
     # A baseline, not a workload of its own: it is threads2's work on one thread. Counting
     # it in the geometric means would weigh the threads2 loop twice and make them
     # incomparable with results made before it existed.
@@ -38,7 +45,18 @@ BENCH = (
           "for scaling", program="threads2", in_geomean=False),
     Bench(SCALING_TWO, ["2"], 1.5, "two threads churning privately"),
     Bench("mixed_realloc", [], 1.5, "buffers grown by realloc, 16 B to 1 MiB"),
-    Bench("burst", [], 1.5, "a 300 MiB peak, then a quiet phase"),
+    Bench("burst", [], 1.5, "a 300 MiB peak, then a quiet phase", quick=False),
+    Bench("xthreads", [], 1.5, "8 short-lived threads at a time passing objects through "
+          "a shared table"),
+    Bench("xserver", [], 1.5, "4 worker seats whose threads are replaced; each frees what "
+          "the one before allocated"),
+    Bench("bigbuf", [], 2.0, "5-25 MiB calloc'd buffers replaced at random, then filled"),
+    Bench("batches", [], 1.5, "batches of 25..1600 same-size objects freed FIFO and LIFO"),
+    # Like threads1, shown but left out of the geometric means: the threads2 loop again (and
+    # means comparable with results made before them). results.many_thread relates them to
+    # threads2.
+    *(Bench(name, [str(n), "--split"], 1.5, f"threads2's work split over {n} threads",
+            program="threads2", in_geomean=False) for name, n in MANY_THREADS.items()),
 )
 
 
@@ -111,12 +129,14 @@ def real_programs(quick: bool) -> tuple[list, list]:
     return found, warnings
 
 
-def bench_programs(paths: Paths) -> tuple[list, list]:
+def bench_programs(paths: Paths, quick: bool = False) -> tuple[list, list]:
     found, missing = [], []
     for b in BENCH:
         exe = paths.bench / (b.program or b.name)
         if exe.is_file():
-            found.append(Workload(b.name, [str(exe), "1", *b.extra], nominal_s=b.nominal_s,
+            fast = quick and b.quick
+            argv = [str(exe), "1", *b.extra] + (["--quick"] if fast else [])
+            found.append(Workload(b.name, argv, nominal_s=b.nominal_s / (20 if fast else 1),
                                   description=b.what, kind="bench", in_geomean=b.in_geomean))
         else:
             missing.append(b.name)
@@ -128,7 +148,7 @@ def bench_programs(paths: Paths) -> tuple[list, list]:
 
 
 def default_suite(paths: Paths, quick: bool) -> tuple[list, list]:
-    bench, w1 = bench_programs(paths)
+    bench, w1 = bench_programs(paths, quick)
     real, w2 = real_programs(quick)
     return bench + real, w1 + w2
 

@@ -84,22 +84,27 @@ def test_quick_suite_with_glibc_and_locus(tmp_path):
 @pytest.mark.skipif(not (BUILD / "bench" / "threads2").exists(),
                     reason="build/bench/threads2 is not built yet")
 def test_two_thread_scaling(tmp_path):
-    # The cheapest run that yields a scaling figure: two runs of about a second, no tracing.
+    # The cheapest run that yields the scaling and many-thread figures: three quick runs
+    # (1/20 of the work), no tracing.
     out = tmp_path / "results"
-    r = run_locus("compare", "--quick", "-a", "glibc", "-w", "threads1,threads2", "--no-frag",
-                  "--no-plots", "-o", out, *BUILD_ARGS)
+    r = run_locus("compare", "--quick", "-a", "glibc", "-w", "threads1,threads2,threads8",
+                  "--no-frag", "--no-plots", "-o", out, *BUILD_ARGS)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Two-thread scaling" in r.stdout and "threads1 †" in r.stdout
+    assert "Many threads" in r.stdout and "threads8 †" in r.stdout
     data = load_summary(out)
     s = data["scaling"]["glibc"]
     assert s["scaling"] == pytest.approx(2 * s["t1_s"] / s["t2_s"])
     assert 0.2 < s["scaling"] < 3  # 2.0 on two idle cores; less on a busy machine
-    assert data["not_in_geomean"] == ["threads1"]
+    assert data["not_in_geomean"] == ["threads1", "threads8"]
+    m = data["many_threads"]["glibc"]
+    assert m["runs"]["threads8"]["ratio"] == pytest.approx(m["runs"]["threads8"]["t_s"] / s["t2_s"])
     with open(out / "summary.csv") as f:
         rows = {row["workload"]: row for row in csv.DictReader(f)}
     assert float(rows["threads2"]["scaling"]) == pytest.approx(s["scaling"])
     assert rows["threads1"]["in_geomean"] == "False" and rows["threads1"]["scaling"] == ""
     assert "## Two-thread scaling" in (out / "report.md").read_text()
+    assert "## Many threads" in (out / "report.md").read_text()
 
 
 def test_command_with_glibc_and_a_peer(tmp_path, build_prog):

@@ -1,5 +1,5 @@
-"""results.summarise on synthetic runs: two-thread scaling and what the geometric means
-count, worked out by hand; and that the reports draw it (or do without it)."""
+"""results.summarise on synthetic runs: two-thread scaling, many-thread ratios and what the
+geometric means count, worked out by hand; and that the reports draw them (or do without)."""
 import io
 import json
 import math
@@ -101,6 +101,44 @@ def test_reports_show_the_scaling_table(tmp_path):
     data = json.loads((tmp_path / "summary.json").read_text())
     assert data["scaling"]["fast"]["scaling"] == pytest.approx(2.0)
     assert data["not_in_geomean"] == ["threads1"]
+
+
+def test_many_threads_against_threads2(tmp_path):
+    """threads8/threads16 (threads2's total work over N threads): T_N / T_2 per allocator,
+    shown in a table, left out of the geometric means, failed runs left out."""
+    suite = SUITE + [workload("threads8", False), workload("threads16", False)]
+    runs = (timed("churn", "glibc", 1.0) + timed("churn", "fast", 0.5)
+            + timed("threads1", "glibc", 1.0) + timed("threads1", "fast", 0.8)
+            + timed("threads2", "glibc", 1.0, 1.2, 0.8) + timed("threads2", "fast", 0.8)
+            + timed("threads8", "glibc", 1.5, 1.4, 1.6) + timed("threads8", "fast", 0.4)
+            + timed("threads16", "glibc", 2.0) + timed("threads16", "fast", 1.0, status="SIGSEGV"))
+    meta = meta_for(["glibc", "fast"], suite)
+    s = results.summarise(meta, runs)
+    assert s["many_threads"]["glibc"]["t2_s"] == pytest.approx(1.0)
+    assert s["many_threads"]["glibc"]["runs"]["threads8"] == pytest.approx(
+        {"threads": 8, "t_s": 1.5, "ratio": 1.5})
+    assert s["many_threads"]["glibc"]["runs"]["threads16"]["ratio"] == pytest.approx(2.0)
+    assert list(s["many_threads"]["fast"]["runs"]) == ["threads8"]
+    assert s["cells"][("threads8", "fast")]["vs_threads2"] == pytest.approx(0.5)
+    assert "vs_threads2" not in s["cells"][("threads16", "fast")]
+    assert s["not_in_geomean"] == ["threads1", "threads8", "threads16"]
+    assert s["geomean"]["fast"]["wall_norm"] == pytest.approx(math.sqrt(0.5 * 0.8))
+    text = draw(tmp_path, meta, s)
+    assert "Many threads" in text and "threads16 †" in text
+    md = (tmp_path / "report.md").read_text()
+    assert "## Many threads" in md
+    assert "| glibc | 1.00 s | 1.50 s | 1.50x | 2.00 s | 2.00x |" in md
+    assert "| fast | 0.80 s | 0.40 s | 0.50x | - | - |" in md
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert data["many_threads"]["fast"]["runs"]["threads8"]["ratio"] == pytest.approx(0.5)
+
+
+def test_no_many_thread_table_without_its_workloads(tmp_path):
+    runs = timed("threads2", "glibc", 1.0) + timed("threads8", "glibc", 1.0, status="exit 1")
+    meta = meta_for(["glibc"], [workload("threads2"), workload("threads8", False)])
+    s = results.summarise(meta, runs)
+    assert s["many_threads"] == {}
+    assert "Many threads" not in draw(tmp_path, meta, s)
 
 
 def draw(folder, meta, summary) -> str:
