@@ -6,15 +6,22 @@
  *   discard         empty blocks' pages leave RSS (mincore) after a purge, or at once under
  *                   LOCUS_DISCARD=immediate; pages inside a free large object too
  *   burst           RSS returns after a 200 MiB burst is freed and purged
- *   huge_cache      repeated 2 MiB allocations do not map memory each time; a freed cached
- *                   object beyond the resident quarter leaves RSS
+ *   huge_cache      repeated 2 MiB allocations do not map memory each time; big buffers
+ *                   replaced at random are made of freed ones' pages (few faults, calloc
+ *                   zeroes); the cache stays within recent demand, is emptied by purge and
+ *                   after the decay time, and is not used under LOCUS_DISCARD=immediate
+ *   huge_threads    threads replacing, growing and freeing big buffers in shared slots keep
+ *                   every buffer's content (the cache's pieces are never handed out twice)
  *   fine_classes    small requests 8 bytes apart get blocks of their own, in 16-byte slots
  * Each section allocates a size class nothing else in the process uses, so the block it sees
  * is fresh. */
 #include "check.h"
 
 #include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 static size_t page;
 
@@ -175,9 +182,28 @@ static void t_burst(void) {
   CHECKF(after < before + (8u << 20), "memory not returned after the burst");
 }
 
+static long minor_faults(void) {
+  struct rusage ru;
+  CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+  return ru.ru_minflt;
+}
+
+/* Bytes waiting in the huge cache (mallinfo2's keepcost in Locus). */
+static size_t huge_cached(void) { return mallinfo2().keepcost; }
+
+static uint64_t huge_rng = 0x9E3779B97F4A7C15ull;
+static size_t huge_random(size_t below) {
+  huge_rng ^= huge_rng << 13;
+  huge_rng ^= huge_rng >> 7;
+  huge_rng ^= huge_rng << 17;
+  return (size_t)(huge_rng % below);
+}
+
 static void t_huge_cache(void) {
-  if (!stats_get || immediate()) TEST_SKIP_NOW("no statistics or immediate policy");
+  if (!stats_get || !purge) TEST_SKIP_NOW("no statistics or purge");
+  bool imm = immediate();
   locus_stats_t s0, s1;
+  /* Repeated 2 MiB allocations do not map memory each time. */
   free(malloc(2u << 20));
   stats_get(&s0);
   for (int i = 0; i < 100; i++) {
@@ -186,28 +212,134 @@ static void t_huge_cache(void) {
     free(p);
   }
   stats_get(&s1);
-  CHECKF(s1.discard_calls - s0.discard_calls < 10, "each 2 MiB allocation unmapped: %lu calls",
-         (unsigned long)(s1.discard_calls - s0.discard_calls));
-  /* A cached object beyond the cache's resident quarter (4 of 16 MiB) keeps its mapping but
-   * not its pages; a cached object that no request fits is unmapped when a new one is mapped. */
+  if (!imm)
+    CHECKF(s1.discard_calls - s0.discard_calls < 10, "each 2 MiB allocation unmapped: %lu calls",
+           (unsigned long)(s1.discard_calls - s0.discard_calls));
+
+  /* Big buffers replaced at random by new zeroed ones of other sizes: the new ones are made
+   * of the old ones' pages, so the program faults in few pages, and calloc still zeroes. */
+  enum { SLOTS = 6, ROUNDS = 150 };
+  char *slot[SLOTS] = { 0 };
+  size_t used = 0;
+  long f0 = minor_faults();
+  for (int r = 0; r < ROUNDS; r++) {
+    int k = (int)huge_random(SLOTS);
+    size_t n = (4u << 20) + huge_random(8u << 20);
+    char *p = calloc(1, n);
+    CHECK(p != NULL);
+    for (size_t i = 0; i < n; i += page / 2) CHECKF(p[i] == 0, "calloc'ed byte %zu of %zu not zero", i, n);
+    CHECK(p[n - 1] == 0);
+    memset(p, 0x5a, n);
+    used += n / page;
+    free(slot[k]);
+    slot[k] = p;
+  }
+  long faults = minor_faults() - f0;
+  test_note("huge_cache: %ld minor faults for %zu pages written\n", faults, used);
+  if (imm) CHECKF((size_t)faults > used / 2, "immediate policy: buffers reused (%ld faults, %zu pages)", faults, used);
+  else CHECKF((size_t)faults < used / 4, "freed big buffers not reused: %ld faults for %zu pages", faults, used);
+  /* The cache holds at most the recent peak of live buffers minus what is live. */
+  for (int k = 0; k < SLOTS; k++) { free(slot[k]); slot[k] = NULL; }
+  size_t cached = huge_cached();
+  CHECKF(cached <= (size_t)(SLOTS + 1) * (12u << 20), "cache %zu MiB beyond the peak", cached >> 20);
+  if (imm) CHECKF(cached == 0, "immediate policy cached %zu bytes", cached);
+
+  /* The cached mapping is reused for the same size: no new mapping. */
   size_t big = 12u << 20;
   char *p = malloc(big);
   memset(p, 1, big);
-  size_t before = rss_bytes();
   free(p);
+  char *q = malloc(big);
+  if (!imm) CHECKF(q == p, "the cached 12 MiB mapping was not reused");
+  /* A bigger object grows in place or moves with its content. */
+  for (size_t i = 0; i < big; i += page) q[i] = (char)(i / page);
+  char *g = realloc(q, 3 * big);
+  CHECK(g != NULL);
+  for (size_t i = 0; i < big; i += page) CHECKF(g[i] == (char)(i / page), "realloc lost byte %zu", i);
+  memset(g, 2, 3 * big);
+  free(g);
+
+  /* locus_purge empties the cache and its pages leave RSS. */
+  if (!imm) CHECKF(huge_cached() >= big, "nothing cached after freeing %zu MiB", (3 * big) >> 20);
+  size_t before = rss_bytes();
+  purge();
   size_t after = rss_bytes();
-  CHECKF(after + (big / 2) < before, "a freed 12 MiB object stayed resident: RSS %zu -> %zu KiB",
+  CHECKF(huge_cached() == 0, "purge left %zu bytes in the cache", huge_cached());
+  CHECKF(imm || after + big <= before, "purge did not return the cache: RSS %zu -> %zu KiB",
          before >> 10, after >> 10);
-  char *q = malloc(big);               /* the cached mapping is reused ... */
-  CHECKF(q == p, "the cached 12 MiB mapping was not reused");
-  free(q);
-  stats_get(&s0);
-  char *r = malloc(3 * big / 2);       /* ... and dropped for a request it cannot serve */
-  stats_get(&s1);
-  CHECKF(s1.bytes_mapped < s0.bytes_mapped + big, "the cached mapping was kept beside a new "
-         "one: mapped %lu -> %lu MiB", (unsigned long)(s0.bytes_mapped >> 20),
-         (unsigned long)(s1.bytes_mapped >> 20));
-  free(r);
+
+  /* After the decay time the next allocator call returns the cache. */
+  char *v[3];
+  for (int i = 0; i < 3; i++) { v[i] = malloc(big); memset(v[i], 3, big); }
+  for (int i = 0; i < 3; i++) free(v[i]);
+  if (!imm) CHECKF(huge_cached() >= big, "nothing cached after freeing %zu MiB", (3 * big) >> 20);
+  const char *d = getenv("LOCUS_DECAY_MS");
+  long decay = d ? atol(d) : 100;
+  before = rss_bytes();
+  usleep((useconds_t)(decay + 50) * 1000);
+  free(malloc(100000));
+  after = rss_bytes();
+  CHECKF(huge_cached() == 0, "%zu bytes still cached %ld ms after the last free", huge_cached(), decay + 50);
+  CHECKF(imm || after + big <= before, "decay did not return the cache: RSS %zu -> %zu KiB",
+         before >> 10, after >> 10);
+}
+
+/* huge_threads: threads replace, grow and free big buffers in shared slots (frees from other
+ * threads than the allocating one), checking one word per page of each buffer's content and
+ * the zeroing of calloc'ed ones: the cache's pieces never end up in two buffers at once. */
+enum { HT_THREADS = 4, HT_SLOTS = 12, HT_OPS = 120 };
+static _Atomic(uint64_t *) ht_slot[HT_SLOTS];
+
+/* Word 0: the seed, word 1: the size; then at byte 16 of every page seed ^ page index. */
+static void ht_mark(uint64_t *p, size_t n, uint64_t seed) {
+  p[0] = seed;
+  p[1] = n;
+  for (size_t i = 0; i < n / page; i++) *(uint64_t *)((char *)p + i * page + 16) = seed ^ i;
+}
+
+static void ht_check(const uint64_t *p) {
+  size_t n = p[1];
+  for (size_t i = 0; i < n / page; i++)
+    CHECKF(*(const uint64_t *)((const char *)p + i * page + 16) == (p[0] ^ i),
+           "big buffer %p of %zu bytes changed at page %zu", (const void *)p, n, i);
+}
+
+static void *ht_thread(void *arg) {
+  uint64_t rng = (uint64_t)(uintptr_t)arg * 0x9E3779B97F4A7C15ull + 1;
+  for (int op = 0; op < HT_OPS; op++) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    size_t n = ((1u << 20) + (size_t)(rng % (5u << 20))) & ~(size_t)15;
+    uint64_t *old = atomic_exchange(&ht_slot[rng % HT_SLOTS], NULL), *p;
+    if (old && rng % 4 == 0) {        /* grow or shrink it, keeping what fits */
+      ht_check(old);
+      size_t keep = old[1] < n ? old[1] : n;
+      p = realloc(old, n);
+      CHECK(p != NULL);
+      p[1] = keep;
+      ht_check(p);
+    } else {
+      if (old) { ht_check(old); free(old); }
+      bool zero = rng % 3 == 0;
+      p = zero ? calloc(1, n) : malloc(n);
+      CHECK(p != NULL);
+      if (zero) for (size_t i = 0; i < n; i += page) CHECKF(((char *)p)[i + 16] == 0, "calloc'ed page not zero");
+    }
+    ht_mark(p, n, rng);
+    uint64_t *displaced = atomic_exchange(&ht_slot[(rng >> 20) % HT_SLOTS], p);
+    if (displaced) { ht_check(displaced); free(displaced); }
+  }
+  return NULL;
+}
+
+static void t_huge_threads(void) {
+  pthread_t t[HT_THREADS];
+  for (int i = 0; i < HT_THREADS; i++) CHECK(pthread_create(&t[i], NULL, ht_thread, (void *)(uintptr_t)(i + 1)) == 0);
+  for (int i = 0; i < HT_THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
+  for (int k = 0; k < HT_SLOTS; k++) {
+    uint64_t *p = atomic_exchange(&ht_slot[k], NULL);
+    if (p) { ht_check(p); free(p); }
+  }
+  if (purge) purge();
 }
 
 static void t_fine_classes(void) {
@@ -249,6 +381,7 @@ int main(int argc, char **argv) {
     { "discard", t_discard },
     { "burst", t_burst },
     { "huge_cache", t_huge_cache },
+    { "huge_threads", t_huge_threads },
     { "fine_classes", t_fine_classes },
   };
   return test_run_sections(argc, argv, sections, sizeof sections / sizeof *sections);

@@ -4,104 +4,247 @@
  * heap's page manager (KIND_HUGE): page-aligned, no header, its descriptor holds the size, and
  * its pages are discarded with the page manager's policy when freed. From the threshold up it
  * gets its own mapping (an OS object), aligned to the segment size so the segment map finds
- * its header: [header page][object ...]. Freed OS objects wait in a small cache (LOCUS_HUGE_CACHE
- * bytes, at most 8, dropped after LOCUS_DECAY_MS, or as soon as a new mapping is needed) so a
- * program that repeatedly allocates big buffers of similar sizes makes no mmap/munmap calls
- * each time. Only a quarter of the cache stays resident; the rest keeps its mappings but not
- * its pages: with all 16 MiB resident, sqlite's peak RSS was 25% higher (other objects grew
- * while its big sort buffers sat in the cache). The immediate policy does not cache. */
+ * its header: [header page][object ...].
+ *
+ * The huge cache. A program that replaces big buffers (free one, calloc another of some other
+ * size) would otherwise have every new buffer mapped afresh: the kernel zero-fills each page on
+ * its first touch, one fault per page, and that cost 4x glibc's time on such a workload (glibc
+ * reuses its heap). So freed OS objects are not unmapped but kept, resident, as pieces in a
+ * pool, and a new OS object is assembled from them:
+ *  - in place, when a run of address-contiguous pieces starting at an aligned address holds
+ *    it (best fit; what the object does not need stays in the pool): no system call at all;
+ *  - otherwise in a fresh aligned mapping into which pieces are moved with
+ *    mremap(MREMAP_FIXED): the kernel moves their page tables, so the pages come along without
+ *    a fault or a copy, whatever their sizes; only what the pool lacks is faulted in fresh.
+ * Either way no resident page of the pool is lost to a size mismatch, and calloc clears only
+ * the pages that came from the pool (fresh ones read as zero).
+ *
+ * How much it keeps. The pool never holds more than the program's recent demand: at most the
+ * peak of live OS-object bytes over the last one to two LOCUS_DECAY_MS windows minus the bytes
+ * live now, so live objects plus pool never exceed that recent peak (a program that replaces
+ * its buffers keeps about one buffer's worth; one that frees its big buffers for good keeps
+ * them only until its demand decays). Pieces idle for LOCUS_DECAY_MS are unmapped (checked on
+ * every huge allocation and free, including page-run ones), locus_purge()/malloc_trim empty
+ * the pool, LOCUS_HUGE_CACHE caps it, and the immediate policy does not cache at all.
+ * (The previous cache, up to 8 whole mappings of 16 MiB with a quarter resident, made the
+ * program fault in nearly every page of such a workload; keeping it all resident without a
+ * demand bound made sqlite's peak RSS 25% higher.)
+ *
+ * Mappings and parts. mremap moves one kernel mapping (VMA) at a time, and a piece moved into
+ * an object stays a mapping of its own, so an object records its parts: the ranges of it that
+ * each lie within one mapping. A freed object goes to the pool as one piece per part. The
+ * first part (the header's) keeps its segment-map entries while it waits in the pool, so a
+ * double free is still reported as one; every other pool range has none. Segment-map entries
+ * of a range are cleared while the range is still ours (in the pool, under the lock), before
+ * it is moved away or unmapped. The number of parts of live objects is bounded, so the
+ * process's mapping count cannot run into the kernel's limit.
+ *
+ * Locking: the pool and the demand window are under huge_cache_lock; pieces are taken out of
+ * the pool under it and moved, cleared or unmapped after it is released. */
 #ifndef LOCUS_HUGE_H
 #define LOCUS_HUGE_H
 
 #define OS_OBJ_MAGIC 0x4c6f6375734f626aull   /* "LocusObj" */
 enum { OS_OBJ_LIVE = 1, OS_OBJ_CACHED = 2 };
+#define OS_OBJ_PARTS 8            /* most mappings one object is made of */
+#define HUGE_POOL_PIECES 32       /* most pieces the pool holds */
+#define HUGE_PARTS_MAX 16384      /* past this many parts in live objects, no more gathering */
 
 typedef struct os_obj {
   uint64_t magic;          /* OS_OBJ_MAGIC ^ address: a real header */
-  size_t map_size;         /* bytes mapped, header included */
-  size_t offset;           /* user pointer - mapping base */
+  size_t map_size;         /* bytes of the object, header included (whole pages) */
+  size_t offset;           /* user pointer - object base */
   uint32_t state;
+  uint32_t nparts;         /* part i is [part_end[i-1], part_end[i]) (part 0 from 0) */
+  size_t part_end[OS_OBJ_PARTS];
 } os_obj_t;
 
-#define HUGE_CACHE_SLOTS 8
-static struct { os_obj_t *obj; uint64_t freed_ms; bool dirty; } huge_cache[HUGE_CACHE_SLOTS];
-static size_t huge_cache_bytes, huge_cache_dirty;   /* mapped / still resident, in the cache */
-static _Atomic uint64_t os_objects_live, os_objects_bytes;
+typedef struct huge_piece {
+  char *addr;
+  size_t len;
+  uint64_t freed_ms;
+  bool head;               /* a freed object's first part: its header and segment-map entries */
+} huge_piece_t;
+
+static huge_piece_t huge_pool[HUGE_POOL_PIECES];
+static unsigned huge_pool_n;
+static _Atomic size_t huge_cache_bytes;               /* bytes in the pool (all resident) */
+static _Atomic uint64_t huge_cache_oldest_ms;         /* no piece was freed before this */
+static size_t huge_demand_peak, huge_demand_prev;     /* live-byte peaks: this window, the last */
+static uint64_t huge_demand_since;                    /* start of this window */
+static _Atomic uint64_t os_objects_live, os_objects_bytes, os_parts_live;
 
 static inline size_t os_obj_usable(const os_obj_t *o) { return o->map_size - o->offset; }
+static inline size_t os_obj_part_start(const os_obj_t *o, unsigned i) { return i ? o->part_end[i - 1] : 0; }
 
-static void os_obj_unmap(os_obj_t *o) {
-  size_t size = o->map_size;
-  segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
-  os_unmap(o, size);
+/* Counts an unmapping of pool or object memory as given back. */
+static void huge_unmap(void *p, size_t size) {
+  os_unmap(p, size);
   atomic_fetch_add_explicit(&os_bytes_discarded, size, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_discard_calls, 1, memory_order_relaxed);
 }
 
-/* Drops cached objects older than `older_than` (all with UINT64_MAX). Returns bytes freed. */
-static size_t huge_cache_purge(uint64_t older_than) {
-  size_t freed = 0;
-  lock_acquire(&huge_cache_lock);
-  for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
-    os_obj_t *o = huge_cache[i].obj;
-    if (o && huge_cache[i].freed_ms < older_than) {
-      huge_cache[i].obj = NULL;
-      huge_cache_bytes -= o->map_size;
-      if (huge_cache[i].dirty) huge_cache_dirty -= o->map_size;
-      freed += o->map_size;
-      os_obj_unmap(o);
-    }
-  }
-  lock_release(&huge_cache_lock);
-  return freed;
+static void os_obj_unmap(os_obj_t *o) {
+  size_t size = o->map_size;
+  atomic_fetch_sub_explicit(&os_parts_live, o->nparts, memory_order_relaxed);
+  segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
+  huge_unmap(o, size);
 }
 
-/* Takes a cached mapping of at least `map_size` bytes and at most twice that. */
-static os_obj_t *huge_cache_take(size_t map_size) {
-  if (!huge_cache_bytes) return NULL;
-  os_obj_t *best = NULL;
-  int slot = -1;
-  lock_acquire(&huge_cache_lock);
-  for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
-    os_obj_t *o = huge_cache[i].obj;
-    if (o && o->map_size >= map_size && o->map_size / 2 <= map_size && (!best || o->map_size < best->map_size)) {
-      best = o;
-      slot = i;
-    }
+/* Clears the segment-map entries of a head piece (before it changes hands). */
+static void huge_piece_unregister(huge_piece_t *pc) {
+  if (!pc->head) return;
+  segmap_set(pc->addr, pc->len, GRANULE_NONE, GRANULE_NONE);
+  pc->head = false;
+}
+
+/* ---- the pool (caller holds huge_cache_lock) --------------------------------------------- */
+
+/* The recent peak of live OS-object bytes: the larger of this window's and the last one's.
+ * A window lasts LOCUS_DECAY_MS; after two idle windows the peak is what is live now. */
+static size_t huge_demand(uint64_t now, size_t live) {
+  if (now - huge_demand_since >= opt.decay_ms) {
+    huge_demand_prev = now - huge_demand_since >= 2 * opt.decay_ms ? live : huge_demand_peak;
+    huge_demand_peak = live;
+    huge_demand_since = now;
   }
-  if (best) {
-    huge_cache[slot].obj = NULL;
-    huge_cache_bytes -= best->map_size;
-    if (huge_cache[slot].dirty) huge_cache_dirty -= best->map_size;
-  }
-  lock_release(&huge_cache_lock);
+  if (live > huge_demand_peak) huge_demand_peak = live;
+  return huge_demand_peak > huge_demand_prev ? huge_demand_peak : huge_demand_prev;
+}
+
+/* Removes the first `n` bytes of piece i from the pool into *out (the rest stays). */
+static void huge_pool_take(unsigned i, size_t n, huge_piece_t *out) {
+  huge_piece_t *pc = &huge_pool[i];
+  huge_piece_unregister(pc);
+  *out = (huge_piece_t){ pc->addr, n, pc->freed_ms, false };
+  pc->addr += n;
+  pc->len -= n;
+  huge_cache_bytes -= n;
+  if (!pc->len) huge_pool[i] = huge_pool[--huge_pool_n];
+}
+
+/* The piece that starts at `addr`, or -1. */
+static int huge_pool_find(const char *addr) {
+  for (unsigned i = 0; i < huge_pool_n; i++) if (huge_pool[i].addr == addr) return (int)i;
+  return -1;
+}
+
+/* The oldest piece (lowest index among equals), or -1. */
+static int huge_pool_oldest(void) {
+  int best = -1;
+  for (unsigned i = 0; i < huge_pool_n; i++)
+    if (best < 0 || huge_pool[i].freed_ms < huge_pool[best].freed_ms) best = (int)i;
   return best;
 }
 
-static bool huge_cache_put(os_obj_t *o) {
-  if (opt.discard == DISCARD_IMMEDIATE || o->map_size > opt.huge_cache) return false;
-  uint64_t now = now_ms();
-  bool kept = false;
-  lock_acquire(&huge_cache_lock);
-  int slot = -1;
-  for (int i = 0; i < HUGE_CACHE_SLOTS && slot < 0; i++) if (!huge_cache[i].obj) slot = i;
-  if (slot >= 0 && huge_cache_bytes + o->map_size <= opt.huge_cache) {
-    /* A quarter of the cache may stay resident (reuse then faults nothing in); beyond that the
-     * mapping is kept but its pages are discarded. */
-    bool dirty = huge_cache_dirty + o->map_size <= opt.huge_cache / 4;
-    if (dirty) huge_cache_dirty += o->map_size;
-    else os_discard((char *)o + os_page_size, o->map_size - os_page_size);
-    o->state = OS_OBJ_CACHED;
-    huge_cache[slot].obj = o;
-    huge_cache[slot].freed_ms = now;
-    huge_cache[slot].dirty = dirty;
-    huge_cache_bytes += o->map_size;
-    kept = true;
-  }
-  lock_release(&huge_cache_lock);
-  huge_cache_purge(now - opt.decay_ms);
-  return kept;
+static void huge_pool_note_oldest(void) {
+  int i = huge_pool_oldest();
+  huge_cache_oldest_ms = i < 0 ? UINT64_MAX : huge_pool[i].freed_ms;
 }
+
+/* Drops pieces into drop[] (for unmapping after the lock is released): those freed before
+ * `older_than`, then the oldest bytes until at most `keep` bytes remain. Returns how many. */
+static unsigned huge_pool_shrink(uint64_t older_than, size_t keep, huge_piece_t *drop) {
+  unsigned n = 0;
+  for (unsigned i = 0; i < huge_pool_n;) {
+    if (huge_pool[i].freed_ms < older_than) huge_pool_take(i, huge_pool[i].len, &drop[n++]);
+    else i++;
+  }
+  while (huge_cache_bytes > keep) {
+    int i = huge_pool_oldest();
+    huge_piece_t *pc = &huge_pool[i];
+    size_t excess = huge_cache_bytes - keep;
+    if (excess >= pc->len) {
+      huge_pool_take((unsigned)i, pc->len, &drop[n++]);
+    } else {   /* the tail of the oldest piece is enough */
+      if (pc->head) segmap_set(pc->addr, pc->len, GRANULE_NONE, GRANULE_NONE);
+      pc->len -= excess;
+      if (pc->head) segmap_set(pc->addr, pc->len, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
+      drop[n++] = (huge_piece_t){ pc->addr + pc->len, excess, pc->freed_ms, false };
+      huge_cache_bytes -= excess;
+    }
+  }
+  huge_pool_note_oldest();
+  return n;
+}
+
+static void huge_pool_unmap(const huge_piece_t *drop, unsigned n) {
+  for (unsigned i = 0; i < n; i++) huge_unmap(drop[i].addr, drop[i].len);
+}
+
+/* The time before which a piece has been idle too long. */
+static inline uint64_t huge_idle_before(uint64_t now) { return now > opt.decay_ms ? now - opt.decay_ms : 0; }
+
+/* Drops cached pieces freed before `older_than` (all with UINT64_MAX). Returns bytes freed. */
+static size_t huge_cache_purge(uint64_t older_than) {
+  if (!atomic_load_explicit(&huge_cache_bytes, memory_order_relaxed)) return 0;
+  huge_piece_t drop[HUGE_POOL_PIECES];
+  size_t before = atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed);
+  lock_acquire(&huge_cache_lock);
+  unsigned n = huge_pool_shrink(older_than, SIZE_MAX, drop);
+  lock_release(&huge_cache_lock);
+  huge_pool_unmap(drop, n);
+  return atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed) - before;
+}
+
+/* The decay check, on every huge allocation and free: pieces idle for LOCUS_DECAY_MS go. */
+static inline void huge_cache_tick(void) {
+  uint64_t oldest = atomic_load_explicit(&huge_cache_oldest_ms, memory_order_relaxed);
+  if (!atomic_load_explicit(&huge_cache_bytes, memory_order_relaxed)) return;
+  uint64_t before = huge_idle_before(now_ms());
+  if (oldest < before) huge_cache_purge(before);
+}
+
+/* Picks pool memory for an object of `need` bytes whose base is aligned to `align` (under the
+ * lock). In place: a run of contiguous pieces from an aligned one, the smallest that holds
+ * `need` (returns true). Otherwise pieces to move into a fresh mapping: the smallest piece
+ * that holds what is still missing, else the biggest, while parts are left. The pieces taken
+ * are in take[], in object order; *ntake says how many. */
+static bool huge_pool_pick(size_t need, size_t align, bool gather, huge_piece_t *take, unsigned *ntake) {
+  int best = -1;
+  size_t best_total = 0;
+  for (unsigned i = 0; i < huge_pool_n; i++) {
+    if ((uintptr_t)huge_pool[i].addr & (align - 1)) continue;
+    size_t total = huge_pool[i].len;
+    int j = (int)i;
+    for (unsigned parts = 1; total < need && parts < OS_OBJ_PARTS; parts++) {
+      if ((j = huge_pool_find(huge_pool[j].addr + huge_pool[j].len)) < 0) break;
+      total += huge_pool[j].len;
+    }
+    if (total >= need && (best < 0 || total < best_total)) { best = (int)i; best_total = total; }
+  }
+  unsigned n = 0;
+  size_t got = 0;
+  if (best >= 0) {
+    char *at = huge_pool[best].addr;
+    while (got < need) {
+      unsigned i = (unsigned)huge_pool_find(at);
+      size_t k = need - got < huge_pool[i].len ? need - got : huge_pool[i].len;
+      huge_pool_take(i, k, &take[n++]);
+      got += k;
+      at += k;
+    }
+  } else if (gather) {
+    while (got < need && n < OS_OBJ_PARTS - 1 && huge_pool_n) {
+      size_t missing = need - got;
+      int pick = -1;
+      for (unsigned i = 0; i < huge_pool_n; i++) {
+        size_t len = huge_pool[i].len;
+        if (pick < 0) { pick = (int)i; continue; }
+        size_t cur = huge_pool[pick].len;
+        if (len >= missing ? cur < missing || len < cur : cur < missing && len > cur) pick = (int)i;
+      }
+      size_t k = missing < huge_pool[pick].len ? missing : huge_pool[pick].len;
+      huge_pool_take((unsigned)pick, k, &take[n++]);
+      got += k;
+    }
+  }
+  huge_pool_note_oldest();
+  *ntake = n;
+  return best >= 0;
+}
+
+/* ---- OS objects -------------------------------------------------------------------------- */
 
 static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   size_t page = os_page_size;
@@ -109,28 +252,54 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   if (size > PTRDIFF_MAX - 2 * align - SEGMENT_SIZE) return NULL;
   size_t offset = align_up(sizeof(os_obj_t), align);   /* header page (or one alignment unit) */
   size_t map_size = align_up(offset + size, page);
-  os_obj_t *o = huge_cache_take(map_size);
-  if (o && o->offset != offset) {    /* a cached mapping with another alignment: drop it */
-    os_obj_unmap(o);
-    o = NULL;
+  size_t base_align = align > SEGMENT_SIZE ? align : SEGMENT_SIZE;
+  huge_piece_t take[OS_OBJ_PARTS];
+  unsigned ntake = 0;
+  bool in_place = false;
+  if (opt.discard != DISCARD_IMMEDIATE) {
+    uint64_t now = now_ms();
+    size_t live = atomic_load_explicit(&os_objects_bytes, memory_order_relaxed);
+    bool gather = atomic_load_explicit(&os_parts_live, memory_order_relaxed) < HUGE_PARTS_MAX;
+    lock_acquire(&huge_cache_lock);
+    huge_demand(now, live + map_size);
+    if (huge_pool_n) in_place = huge_pool_pick(map_size, base_align, gather, take, &ntake);
+    lock_release(&huge_cache_lock);
+    huge_cache_tick();
   }
-  if (o) {
-    if (zero) memset((char *)o + offset, 0, size);
+  os_obj_t *o;
+  size_t dirty = 0;                  /* bytes from the base that may hold old data */
+  size_t ends[OS_OBJ_PARTS];
+  unsigned nparts = 0;
+  if (in_place) {
+    o = (os_obj_t *)take[0].addr;
+    for (unsigned i = 0; i < ntake; i++) ends[nparts++] = (dirty += take[i].len);
   } else {
-    /* No cached mapping fits: the cached ones do not suit what the program allocates now, so
-     * they go before a new mapping is made. The cache then never adds to the peak footprint
-     * (keeping them made sqlite's peak RSS 25% higher for no gain in time). */
-    if (huge_cache_bytes) huge_cache_purge(UINT64_MAX);
-    o = os_map_aligned(map_size, SEGMENT_SIZE);
-    if (!o) return NULL;
-    o->map_size = map_size;
-    o->offset = offset;
-    o->magic = OS_OBJ_MAGIC ^ (uintptr_t)o;
-    segmap_set(o, map_size, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
+    o = os_map_aligned(map_size, base_align);
+    if (!o) {
+      huge_pool_unmap(take, ntake);
+      return NULL;
+    }
+    for (unsigned i = 0; i < ntake; i++) {
+      /* The pages of the piece replace those of the fresh mapping at o + dirty. */
+      if (mremap(take[i].addr, take[i].len, take[i].len, MREMAP_MAYMOVE | MREMAP_FIXED, (char *)o + dirty) != MAP_FAILED)
+        atomic_fetch_sub_explicit(&os_bytes_mapped, take[i].len, memory_order_relaxed);
+      else
+        huge_unmap(take[i].addr, take[i].len);   /* fresh pages stay there instead */
+      ends[nparts++] = (dirty += take[i].len);
+    }
+    if (dirty < map_size) ends[nparts++] = map_size;
   }
+  o->map_size = map_size;
+  o->offset = offset;
+  o->magic = OS_OBJ_MAGIC ^ (uintptr_t)o;
+  o->nparts = nparts;
+  memcpy(o->part_end, ends, nparts * sizeof *ends);
+  segmap_set(o, map_size, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
+  if (zero && dirty > offset) memset((char *)o + offset, 0, (dirty < offset + size ? dirty : offset + size) - offset);
   o->state = OS_OBJ_LIVE;
+  atomic_fetch_add_explicit(&os_parts_live, nparts, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_objects_live, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&os_objects_bytes, o->map_size, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_objects_bytes, map_size, memory_order_relaxed);
   return (char *)o + offset;
 }
 
@@ -145,14 +314,47 @@ static os_obj_t *os_obj_of(const void *p, const char *call) {
   return o;
 }
 
+/* A freed object goes to the pool, one piece per part, within what recent demand allows. */
 static void os_obj_free(void *p, const char *call) {
   os_obj_t *o = os_obj_of(p, call);
+  size_t size = o->map_size;
+  size_t live = atomic_fetch_sub_explicit(&os_objects_bytes, size, memory_order_relaxed) - size;
   atomic_fetch_sub_explicit(&os_objects_live, 1, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&os_objects_bytes, o->map_size, memory_order_relaxed);
-  if (!huge_cache_put(o)) os_obj_unmap(o);
+  if (opt.discard == DISCARD_IMMEDIATE || !opt.huge_cache) {
+    os_obj_unmap(o);
+    huge_cache_tick();
+    return;
+  }
+  unsigned nparts = o->nparts;
+  size_t ends[OS_OBJ_PARTS];
+  memcpy(ends, o->part_end, nparts * sizeof *ends);
+  atomic_fetch_sub_explicit(&os_parts_live, nparts, memory_order_relaxed);
+  o->state = OS_OBJ_CACHED;
+  /* Only the head part keeps segment-map entries (see the top of the file). */
+  size_t head_end = align_up(ends[0], SEGMENT_SIZE);
+  if (head_end < size) segmap_set((char *)o + head_end, size - head_end, GRANULE_NONE, GRANULE_NONE);
+  huge_piece_t drop[HUGE_POOL_PIECES + OS_OBJ_PARTS];
+  unsigned ndrop = 0;
+  uint64_t now = now_ms();
+  lock_acquire(&huge_cache_lock);
+  size_t peak = huge_demand(now, live);
+  size_t keep = peak - live < opt.huge_cache ? peak - live : opt.huge_cache & ~(os_page_size - 1);
+  for (unsigned i = 0; i < nparts; i++) {
+    if (huge_pool_n == HUGE_POOL_PIECES) {
+      int old = huge_pool_oldest();
+      huge_pool_take((unsigned)old, huge_pool[old].len, &drop[ndrop++]);
+    }
+    size_t start = i ? ends[i - 1] : 0;
+    huge_pool[huge_pool_n++] = (huge_piece_t){ (char *)o + start, ends[i] - start, now, i == 0 };
+    huge_cache_bytes += ends[i] - start;
+  }
+  ndrop += huge_pool_shrink(huge_idle_before(now), keep, drop + ndrop);
+  lock_release(&huge_cache_lock);
+  huge_pool_unmap(drop, ndrop);
 }
 
-/* Resizes an OS object in place (mremap without moving); false if it cannot. */
+/* Resizes an OS object in place; false if it cannot. Growing takes the pool pieces that
+ * follow the object, else extends its last mapping with mremap (without moving). */
 static bool os_obj_resize(void *p, size_t size) {
   os_obj_t *o = os_obj_of(p, "realloc()");
   size_t need = align_up(o->offset + size, os_page_size);
@@ -162,11 +364,41 @@ static bool os_obj_resize(void *p, size_t size) {
     return true;
   }
   if (need - o->offset > SIZE_MAX / 2) return false;
-  /* Growing in place must not run into the next granule's owner: only within free space. */
-  void *r = mremap(o, o->map_size, need, 0);
-  if (r == MAP_FAILED) return false;
-  atomic_fetch_add_explicit(&os_bytes_mapped, need - o->map_size, memory_order_relaxed);
-  atomic_fetch_add_explicit(&os_objects_bytes, need - o->map_size, memory_order_relaxed);
+  size_t extra = need - o->map_size;
+  char *end = (char *)o + o->map_size;
+  huge_piece_t take[OS_OBJ_PARTS];
+  unsigned ntake = 0;
+  if (atomic_load_explicit(&huge_cache_bytes, memory_order_relaxed)) {
+    lock_acquire(&huge_cache_lock);
+    size_t total = 0;
+    for (unsigned n = 0; total < extra && o->nparts + n < OS_OBJ_PARTS; n++) {
+      int j = huge_pool_find(end + total);
+      if (j < 0) break;
+      total += huge_pool[j].len;
+    }
+    for (size_t got = 0; total >= extra && got < extra; ntake++) {
+      unsigned j = (unsigned)huge_pool_find(end + got);
+      size_t k = extra - got < huge_pool[j].len ? extra - got : huge_pool[j].len;
+      huge_pool_take(j, k, &take[ntake]);
+      got += k;
+    }
+    huge_pool_note_oldest();
+    lock_release(&huge_cache_lock);
+  }
+  if (ntake) {
+    size_t at = o->map_size;
+    for (unsigned i = 0; i < ntake; i++) o->part_end[o->nparts++] = (at += take[i].len);
+    atomic_fetch_add_explicit(&os_parts_live, ntake, memory_order_relaxed);
+  } else {
+    /* Growing in place must not run into the next granule's owner: only within free space. */
+    unsigned last = o->nparts - 1;
+    size_t start = os_obj_part_start(o, last);
+    void *r = mremap((char *)o + start, o->map_size - start, need - start, 0);
+    if (r == MAP_FAILED) return false;
+    atomic_fetch_add_explicit(&os_bytes_mapped, extra, memory_order_relaxed);
+    o->part_end[last] = need;
+  }
+  atomic_fetch_add_explicit(&os_objects_bytes, extra, memory_order_relaxed);
   segmap_set(o, need, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
   o->map_size = need;
   return true;
@@ -181,6 +413,7 @@ static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero
     void *p = os_obj_alloc(size, align, zero);
     return p ? p : alloc_failed();
   }
+  huge_cache_tick();
   heap_collect(h);
   bool clean;
   desc_t *r = pages_alloc(h, pages, align > os_page_size ? align >> os_page_shift : 1, &clean);
@@ -202,6 +435,7 @@ static void huge_free(heap_t *h, desc_t *r, void *p, const char *call) {
   h->stats.free_calls++;
   h->stats.bytes_allocated -= r->u.huge.usable;
   pages_free(h, r);
+  huge_cache_tick();
   heap_debug_tick(h);
 }
 

@@ -17,7 +17,7 @@ enum discard_policy { DISCARD_IMMEDIATE, DISCARD_DELAYED, DISCARD_PRESSURE };
   X(DIRTY_MAX,  dirty_max,  S, 32u << 20, "delayed: most free-but-undiscarded bytes a heap keeps") \
   X(PRESSURE_PCT, pressure_pct, N, 10, "pressure: discard when available memory falls below this %") \
   X(OS_THRESHOLD, os_threshold, S, 1u << 20, "objects at least this big get their own mapping") \
-  X(HUGE_CACHE, huge_cache, S, 16u << 20, "bytes of freed own-mapping objects kept for reuse (a quarter resident)") \
+  X(HUGE_CACHE, huge_cache, S, 256u << 20, "most bytes of freed own-mapping objects kept for reuse (within recent demand)") \
   X(CHECK_EVERY, check_every, N, 0, "debug builds: check the heap every N slow-path events (0: default)")
 
 typedef struct options {
