@@ -98,6 +98,7 @@ static void heap_check_now(heap_t *h);
 
 static void pages_purge_run(heap_t *h, desc_t *r);
 static void heap_sweep_abandoned(uint64_t now);
+static inline void huge_cache_tick(void);
 static size_t segment_header_pages;    /* the same for every segment */
 
 /* Pages of a segment taken by its header and descriptors (the same for every segment). */
@@ -249,6 +250,7 @@ static void pages_policy(heap_t *h) {
   if (opt.discard == DISCARD_DELAYED) {
     pages_decay(h, now);
     heap_sweep_abandoned(now);
+    huge_cache_tick();          /* the huge-object pool decays for small-object programs too */
   } else if (opt.discard == DISCARD_PRESSURE && now - pm->last_pressure_check_ms >= 100) {
     pm->last_pressure_check_ms = now;
     if (memory_under_pressure()) pages_purge(h, UINT64_MAX, 0);
