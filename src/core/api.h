@@ -241,6 +241,12 @@ static void stats_collect(locus_stats_t *st) {
     if (atomic_load(&h->state) == HEAP_ABANDONED) st->heaps_abandoned++;
     st->lock_acquisitions += __atomic_load_n(&h->lock.acquired, __ATOMIC_RELAXED);
     st->lock_contended += __atomic_load_n(&h->lock.contended, __ATOMIC_RELAXED);
+    /* Huge runs other threads gave straight back to this heap (heap_free_remote_run). */
+    uint64_t runs = atomic_load_explicit(&h->remote_runs, memory_order_relaxed);
+    st->free_calls += runs;
+    st->remote_frees += runs;
+    st->huge_in_use -= runs;
+    st->bytes_allocated -= atomic_load_explicit(&h->remote_run_bytes, memory_order_relaxed);
     design_stats(h, st);
 #undef LOAD
   }
@@ -336,7 +342,7 @@ LOCUS_API size_t locus_purge(void) {
 LOCUS_API int locus_check_heap(void) {
   heap_t *h = tl_heap;
   if (h == &heap_empty) return 0;
-  return (int)(pages_check(h) + design_check(h));
+  return (int)heap_check(h);
 }
 
 /* ---- glibc's malloc introspection, from our own numbers ---------------------------------------- */

@@ -7,6 +7,11 @@
  * linked through the objects) and the owner takes it back on its slow paths. When a thread
  * exits its heap is abandoned: from then on heap->lock guards it, a thread that frees into
  * it frees directly under the lock, and the next new thread adopts it.
+ * The one exception is the page manager (h->pages): it is guarded by h->pages_lock, taken on
+ * every page-level operation (slow paths only), because a huge run freed by another thread
+ * goes straight back to it: a page run is most of the memory a thread-churn workload holds,
+ * and on a remote stack it waited until its owner ran again (with more threads than cores,
+ * many milliseconds: heaps grew to 30 MiB of pages held by objects already freed).
  *
  * The design (vam, phk, ...) provides, before this file is included:
  *   design_heap_t                     its per-heap state, embedded first in heap_t
@@ -41,9 +46,12 @@ struct heap {
   _Atomic(void *) remote;       /* objects freed by other threads, linked via word 0 */
   _Atomic int state;            /* enum heap_state */
   lock_t lock;                  /* guards the heap while it is abandoned */
+  lock_t pages_lock;            /* guards pages (see above); taken after lock, never before */
+  _Atomic uint64_t remote_runs, remote_run_bytes;   /* huge runs freed by other threads */
   heap_t *next_all;             /* registry of every heap ever created */
   uint64_t slow_events;         /* debug builds: counts toward the periodic check */
   bool fork_taken;              /* fork_prepare took h->lock */
+  bool fork_broken;             /* in a child: pages_lock was held by another thread at fork */
 };
 
 /* Every allocation failure returns through here: glibc sets errno on each, and so do we. Being
@@ -97,6 +105,7 @@ static void heap_check_now(heap_t *h);
 /* ---- page manager ------------------------------------------------------------------------ */
 
 static void pages_purge_run(heap_t *h, desc_t *r);
+static void heap_free_remote_run(heap_t *h, desc_t *d, void *p, const char *call);
 static void heap_sweep_abandoned(uint64_t now);
 static inline void huge_cache_tick(void);
 static size_t segment_header_pages;    /* the same for every segment */
@@ -149,8 +158,9 @@ static inline bool run_is_whole_segment(const desc_t *r) {
 }
 
 /* Takes n pages (aligned to `align` pages) from h. *clean tells whether they read as zero.
- * The run's pages point back to its head; the caller sets kind and the rest. */
-static desc_t *pages_alloc(heap_t *h, size_t n, size_t align, bool *clean) {
+ * The run's pages point back to its head; the caller sets kind and the rest. Caller holds
+ * h->pages_lock (pages_alloc below). */
+static desc_t *pages_take(heap_t *h, size_t n, size_t align, bool *clean) {
   pages_t *pm = &h->pages;
   size_t want = n + (align > 1 ? align - 1 : 0);
   if (want > (SEGMENT_SIZE >> os_page_shift) - segment_header_count()) return NULL;
@@ -194,6 +204,13 @@ static desc_t *pages_alloc(heap_t *h, size_t n, size_t align, bool *clean) {
   return r;
 }
 
+static desc_t *pages_alloc(heap_t *h, size_t n, size_t align, bool *clean) {
+  lock_acquire(&h->pages_lock);
+  desc_t *r = pages_take(h, n, align, clean);
+  lock_release(&h->pages_lock);
+  return r;
+}
+
 /* Discards one free run now (or unmaps its segment when it is the whole segment and the heap
  * has another). */
 static void pages_purge_run(heap_t *h, desc_t *r) {
@@ -207,8 +224,8 @@ static void pages_purge_run(heap_t *h, desc_t *r) {
 
 /* Discards the oldest dirty runs while more than `keep_pages` dirty pages remain and the
  * oldest was freed before `older_than` (UINT64_MAX: whatever its age). Returns the bytes
- * given back. */
-static size_t pages_purge(heap_t *h, uint64_t older_than, size_t keep_pages) {
+ * given back. Caller holds h->pages_lock (pages_purge below). */
+static size_t pages_purge_locked(heap_t *h, uint64_t older_than, size_t keep_pages) {
   pages_t *pm = &h->pages;
   size_t before = atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed);
   while (pm->dirty_oldest && pm->dirty_pages > keep_pages && pm->dirty_oldest->u.run.freed_ms < older_than)
@@ -220,6 +237,13 @@ static size_t pages_purge(heap_t *h, uint64_t older_than, size_t keep_pages) {
     if (r->kind == KIND_FREE && run_is_whole_segment(r) && keep_pages == 0) segment_destroy(h, s);
   }
   return atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed) - before;
+}
+
+static size_t pages_purge(heap_t *h, uint64_t older_than, size_t keep_pages) {
+  lock_acquire(&h->pages_lock);
+  size_t n = pages_purge_locked(h, older_than, keep_pages);
+  lock_release(&h->pages_lock);
+  return n;
 }
 
 static bool memory_under_pressure(void) {
@@ -237,28 +261,25 @@ static bool memory_under_pressure(void) {
 #define DIRTY_FLOOR ((size_t)2 << 20)
 static void pages_decay(heap_t *h, uint64_t now) {
   pages_t *pm = &h->pages;
-  if (pm->dirty_pages > opt.dirty_max >> os_page_shift) pages_purge(h, UINT64_MAX, pm->dirty_pages / 2);
+  if (pm->dirty_pages > opt.dirty_max >> os_page_shift) pages_purge_locked(h, UINT64_MAX, pm->dirty_pages / 2);
   if (pm->dirty_oldest && now - pm->dirty_oldest->u.run.freed_ms > opt.decay_ms)
-    pages_purge(h, now - opt.decay_ms, DIRTY_FLOOR >> os_page_shift);
+    pages_purge_locked(h, now - opt.decay_ms, DIRTY_FLOOR >> os_page_shift);
 }
 
-/* Applies the discard policy after pages were freed. */
-static void pages_policy(heap_t *h) {
+/* Applies the discard policy to h's pages after some were freed (caller holds pages_lock). */
+static void pages_policy_locked(heap_t *h, uint64_t now) {
   pages_t *pm = &h->pages;
   if (!pm->dirty_oldest) return;
-  uint64_t now = now_ms();
   if (opt.discard == DISCARD_DELAYED) {
     pages_decay(h, now);
-    heap_sweep_abandoned(now);
-    huge_cache_tick();          /* the huge-object pool decays for small-object programs too */
   } else if (opt.discard == DISCARD_PRESSURE && now - pm->last_pressure_check_ms >= 100) {
     pm->last_pressure_check_ms = now;
-    if (memory_under_pressure()) pages_purge(h, UINT64_MAX, 0);
+    if (memory_under_pressure()) pages_purge_locked(h, UINT64_MAX, 0);
   }
 }
 
-/* Returns a run to h's free pages, merging it with free neighbours. */
-static void pages_free(heap_t *h, desc_t *r) {
+/* Returns a run to h's free pages, merging it with free neighbours. Caller holds pages_lock. */
+static void pages_give(heap_t *h, desc_t *r) {
   pages_t *pm = &h->pages;
   segment_t *s = desc_segment(r);
   size_t n = r->npages, idx = (size_t)(r - s->desc);
@@ -293,7 +314,18 @@ static void pages_free(heap_t *h, desc_t *r) {
     return;
   }
   run_insert(pm, r, dirty, when);
-  pages_policy(h);
+}
+
+static void pages_free(heap_t *h, desc_t *r) {
+  uint64_t now = now_ms();
+  lock_acquire(&h->pages_lock);
+  pages_give(h, r);
+  pages_policy_locked(h, now);
+  lock_release(&h->pages_lock);
+  if (opt.discard == DISCARD_DELAYED) {   /* the shared decay clocks, with no lock held */
+    heap_sweep_abandoned(now);
+    huge_cache_tick();
+  }
 }
 
 /* A design's block or region goes back to the page manager. */
@@ -302,8 +334,8 @@ static void block_release(heap_t *h, desc_t *r) {
   pages_free(h, r);
 }
 
-/* Grows the run r in place to n pages if the pages after it are free. */
-static bool pages_grow(heap_t *h, desc_t *r, size_t n) {
+/* Grows the run r in place to n pages if the pages after it are free (caller holds the lock). */
+static bool pages_extend(heap_t *h, desc_t *r, size_t n) {
   segment_t *s = desc_segment(r);
   size_t have = r->npages, idx = (size_t)(r - s->desc);
   if (n <= have) return true;
@@ -326,6 +358,13 @@ static bool pages_grow(heap_t *h, desc_t *r, size_t n) {
   s->free_pages -= (uint32_t)extra;
   h->stats.pages_in_use += extra;
   return true;
+}
+
+static bool pages_grow(heap_t *h, desc_t *r, size_t n) {
+  lock_acquire(&h->pages_lock);
+  bool grown = pages_extend(h, r, n);
+  lock_release(&h->pages_lock);
+  return grown;
 }
 
 /* Gives the tail of run r (pages n.. ) back to the free pages. */
@@ -404,8 +443,10 @@ static heap_t *heap_acquire(void) {
  * made a thread-churn workload refault every page each new thread touched (80x glibc's page
  * faults, most of the run in system time). */
 static void heap_trim_abandoned(heap_t *h, uint64_t now) {
-  if (opt.discard == DISCARD_IMMEDIATE) pages_purge(h, UINT64_MAX, 0);
+  lock_acquire(&h->pages_lock);
+  if (opt.discard == DISCARD_IMMEDIATE) pages_purge_locked(h, UINT64_MAX, 0);
   else if (opt.discard == DISCARD_DELAYED) pages_decay(h, now);
+  lock_release(&h->pages_lock);
 }
 
 /* Releases the lock of an abandoned heap. A thread that pushed onto h->remote while we held
@@ -454,10 +495,32 @@ static void heap_sweep_abandoned(uint64_t now) {
   }
 }
 
+/* A huge run freed by a thread that does not own it goes straight back to the owner's page
+ * manager (see the top of this file). The owner's counters are its own: this one is counted
+ * apart and folded in by the statistics. */
+static void heap_free_remote_run(heap_t *h, desc_t *d, void *p, const char *call) {
+  uint64_t now = now_ms();
+  lock_acquire(&h->pages_lock);
+  if (d->kind != KIND_HUGE || p != desc_start(d)) {
+    const char *what = d->kind == KIND_FREE ? "double free" : "invalid pointer";
+    lock_release(&h->pages_lock);
+    locus_fatal(call, what, p);
+  }
+  atomic_fetch_add_explicit(&h->remote_runs, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->remote_run_bytes, d->u.huge.usable, memory_order_relaxed);
+  pages_give(h, d);
+  pages_policy_locked(h, now);
+  lock_release(&h->pages_lock);
+}
+
 /* A free of an object owned by another heap: pushed onto the owner's remote stack, never
  * waiting for a lock. If the owner has exited, the object is freed into its heap now by
  * whoever gets the heap's lock (we, or the thread holding it, see heap_unlock_abandoned). */
 static NOINLINE void heap_free_remote(heap_t *h, desc_t *d, void *p, const char *call) {
+  if (d->kind == KIND_HUGE && likely(!h->fork_broken)) {
+    heap_free_remote_run(h, d, p, call);
+    return;
+  }
   if (d->kind >= KIND_DESIGN) design_check_remote(d, p, call);
   else if (d->kind != KIND_HUGE || p != desc_start(d)) locus_fatal(call, "invalid pointer", p);
   void *head = atomic_load_explicit(&h->remote, memory_order_relaxed);
@@ -509,10 +572,16 @@ static size_t pages_check(heap_t *h) {
 #undef CHECK
 }
 
+/* Walks h's page manager and the design's structures (caller owns h). */
+static size_t heap_check(heap_t *h) {
+  lock_acquire(&h->pages_lock);
+  size_t bad = pages_check(h) + design_check(h);
+  lock_release(&h->pages_lock);
+  return bad;
+}
+
 static void heap_check_now(heap_t *h) {
-  if (h == &heap_empty) return;
-  pages_check(h);
-  design_check(h);
+  if (h != &heap_empty) heap_check(h);
 }
 
 /* Debug builds check the whole heap every so often on slow paths. */
@@ -526,6 +595,10 @@ static inline void heap_debug_tick(heap_t *h) {
  * Before fork every shared lock is taken so the child sees consistent shared structures;
  * a lock this thread already holds (fork from a signal handler that interrupted us inside
  * the allocator) is left alone rather than waited for. The child re-initialises every lock.
+ * Page-manager locks are not taken: their owners hold them on allocation slow paths, which
+ * may run under a stdio lock that fork takes after these handlers (fflush(NULL) calling
+ * malloc), so waiting for them could deadlock. The child instead abandons any page manager
+ * another thread was inside at the moment of fork (fork_broken).
  * Heaps of threads that do not exist in the child stay as they are (abandoned in effect:
  * their memory stays reachable through frees, it is not reused). */
 static lock_t huge_cache_lock;
@@ -548,7 +621,22 @@ static void fork_parent(void) {
 }
 
 static void fork_child(void) {
-  for (heap_t *h = registry; h; h = h->next_all) lock_reset(&h->lock);
+  for (heap_t *h = registry; h; h = h->next_all) {
+    lock_reset(&h->lock);
+    if (atomic_load_explicit(&h->pages_lock.state, memory_order_relaxed) != LOCK_FREE &&
+        !lock_held_by_self(&h->pages_lock)) {
+      /* Another thread was inside this page manager: it may be half-updated. Nobody uses it
+       * again: the heap is never adopted, remote frees of its huge runs are pushed (and
+       * leak), and if it is this thread's own heap, the thread starts a new one. */
+      h->fork_broken = true;
+      if (atomic_load(&h->state) == HEAP_ABANDONED) {
+        atomic_store(&h->state, HEAP_OWNED);
+        atomic_fetch_sub_explicit(&heaps_waiting, 1, memory_order_relaxed);
+      }
+      if (h == tl_heap) tl_heap = &heap_empty;
+    }
+    lock_reset(&h->pages_lock);
+  }
   lock_reset(&huge_cache_lock);
   lock_reset(&registry_lock);
 }
