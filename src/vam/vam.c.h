@@ -43,12 +43,25 @@ static inline size_t vam_slot_size(unsigned cls) {
   return size <= 8 ? size : align_up(size, QUANTUM);
 }
 
+static inline unsigned vam_block_pages(unsigned cls) {
+  return vam_classes.size[cls] < VAM_SMALL_LIMIT ? VAM_SMALL_PAGES : VAM_MEDIUM_PAGES;
+}
+static inline unsigned vam_cache_index(size_t npages) { return npages != VAM_SMALL_PAGES; }
+
+/* A new block for class cls: an empty one kept aside (vam_block_empty) if there is one of
+ * its size, else pages from the page manager. */
 static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   size_t size = vam_slot_size(cls);
-  size_t npages = vam_classes.size[cls] < VAM_SMALL_LIMIT ? VAM_SMALL_PAGES : VAM_MEDIUM_PAGES;
-  bool clean;
-  desc_t *b = pages_alloc(h, npages, 1, &clean);
-  if (!b) return NULL;
+  size_t npages = vam_block_pages(cls);
+  unsigned k = vam_cache_index(npages);
+  bool clean = false;
+  desc_t *b;
+  if (h->d.ncache[k]) {
+    b = h->d.cache[k][--h->d.ncache[k]];
+  } else {
+    if (!(b = pages_alloc(h, npages, 1, &clean))) return NULL;
+    h->stats.blocks_in_use++;
+  }
   char *start = desc_start(b);
   size_t bytes = desc_bytes(b), cap = bytes / size;
   b->kind = KIND_VAM_BLOCK;
@@ -73,7 +86,6 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   }
   b->u.blk.end = start + cap * size;
   list_push(&h->d.avail[cls], b);
-  h->stats.blocks_in_use++;
   return b;
 }
 
@@ -172,8 +184,9 @@ static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, unsigned cls, bool 
     if (vam_has_room(b)) break;
     vam_block_retire(h, b, cls);
   }
+  void *p = vam_block_take(h, b, cls, zero);
   heap_debug_tick(h);
-  return vam_block_take(h, b, cls, zero);
+  return p;
 }
 
 /* ---- large objects ----------------------------------------------------------------------- */
@@ -408,19 +421,39 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
   if (unlikely(--b->used == 0)) vam_block_empty(h, b);
 }
 
-/* A free emptied the block: it goes back to the page manager, unless it is the class's only
- * block and the policy is not immediate; then it is reset to bump mode and kept. */
+/* Takes an empty block off its class's list: into the heap's cache of empty blocks if there
+ * is room (keep), else back to the page manager. */
+static void vam_block_drop(heap_t *h, desc_t *b, bool keep) {
+  list_unlink(&h->d.avail[b->cls], b);
+  if (h->d.spare[b->cls] == b) h->d.spare[b->cls] = NULL;
+  unsigned k = vam_cache_index(b->npages);
+  if (keep && h->d.ncache[k] < VAM_CACHE_BLOCKS) {
+    h->d.cache[k][h->d.ncache[k]++] = b;
+  } else {
+    block_release(h, b);
+  }
+}
+
+/* A free emptied the block. Hysteresis: each class keeps its most recently emptied block where
+ * it is on the available list, reset to bump mode, so that a class whose objects come and go
+ * one at a time, or in batches, refills it without a slow path; the class's previous empty
+ * block, if still empty, goes to the heap's cache of empty blocks, from which the next new
+ * block of its size comes without a round trip through the page manager. The immediate
+ * policy (the paper's) keeps nothing: every empty block goes back, and its pages to the OS. */
 static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
   unsigned cls = b->cls;
-  if (opt.discard != DISCARD_IMMEDIATE && h->d.avail[cls] == b && b->next == &h->d.none) {
+  if (opt.discard == DISCARD_IMMEDIATE) {
+    vam_block_drop(h, b, false);
+  } else {
+    desc_t *old = h->d.spare[cls];
+    if (old && old != b && old->used == 0) vam_block_drop(h, old, true);
+    h->d.spare[cls] = b;
     if (!cfg_block_bitmap) {
       b->u.blk.bump = desc_start(b);
       b->u.blk.free = NULL;
     }
     b->flags &= (uint16_t)~FLAG_CLEAN;
-  } else {
-    list_unlink(&h->d.avail[cls], b);
-    block_release(h, b);
+    pages_policy(h);   /* the discard policy runs as often as blocks empty, kept or not */
   }
   heap_debug_tick(h);
 }
@@ -491,12 +524,12 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
 
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < vam_classes.count; c++) {
-    desc_t *b = h->d.avail[c];
-    if (b != &h->d.none && b->used == 0) {
-      list_unlink(&h->d.avail[c], b);
-      block_release(h, b);
-    }
+    desc_t *b = h->d.spare[c];
+    h->d.spare[c] = NULL;
+    if (b && b->used == 0) vam_block_drop(h, b, false);
   }
+  for (unsigned k = 0; k < 2; k++)
+    while (h->d.ncache[k]) block_release(h, h->d.cache[k][--h->d.ncache[k]]);
   desc_t *r = h->d.spare_region;
   if (r) {
     chunk_t *c = (chunk_t *)desc_start(r);
@@ -553,9 +586,21 @@ static size_t design_check(heap_t *h) {
 #define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
   size_t listed = 0, blocks = 0;
   for (unsigned c = 0; c < vam_classes.count; c++) {
+    desc_t *spare = h->d.spare[c];
+    bool spare_listed = !spare || spare->used > 0;   /* refilled since: may be full */
     for (desc_t *b = h->d.avail[c]; b != &h->d.none; b = b->next) {
       CHECK(b->cls == c && !vam_block_full(b) && (cfg_block_bitmap || vam_has_room(b)));
+      CHECK(b->used > 0 || b == spare);   /* an empty block is the class's spare */
+      spare_listed |= b == spare;
       listed++;
+    }
+    CHECK(spare_listed && (!spare || (spare->kind == KIND_VAM_BLOCK && spare->cls == c)));
+  }
+  for (unsigned k = 0; k < 2; k++) {
+    for (unsigned i = 0; i < h->d.ncache[k]; i++) {
+      desc_t *b = h->d.cache[k][i];
+      CHECK(b->kind == KIND_VAM_BLOCK && b->used == 0 && vam_cache_index(b->npages) == k);
+      listed++;   /* counted with the blocks found in the segments */
     }
   }
   for (segment_t *s = h->pages.segments; s; s = s->next) {
