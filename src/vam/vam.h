@@ -33,6 +33,12 @@
  *  - used + (objects on the free list) + (objects beyond bump) == capacity.
  *  - A freed small object holds (address ^ cookie) in its second word (objects of 16 B and
  *    more): the cheap double-free test. Allocation clears it.
+ *  - A descriptor's aux is nonzero exactly on the head of a block of this heap whose slots are
+ *    16 B or more (flagship build): ceil(2^32 / slot size), the constant of free's fast
+ *    multiple-of-the-slot test, which thereby also tells that the page is such a block's
+ *    first page. It is cleared before a block goes back to the page manager.
+ *  - avail lists are doubly linked except that the head's prev is not kept (the head is known
+ *    by avail[c] == b).
  *  - In a region, chunks tile [start, end - 16); prev_size of each chunk equals the size of
  *    the chunk before it; no two free chunks are adjacent; every free chunk is in the bin of
  *    its size; the header at end - 16 is an in-use chunk of size 0.
