@@ -19,16 +19,17 @@ static void design_heap_init(heap_t *h) {
 
 /* ---- block lists (ending at h->d.none, see vam.h) ------------------------------------------ */
 
+/* The head's prev is not kept (the head is known by *head == b): a push writes three words,
+ * taking the head off writes one. Every other listed block's prev is its predecessor. */
 static ALWAYS_INLINE void list_push(desc_t **head, desc_t *b) {
   desc_t *first = *head;
-  b->prev = NULL;
   b->next = first;
   first->prev = b;
   *head = b;
 }
 
 static void list_unlink(desc_t **head, desc_t *b) {
-  if (b->prev) b->prev->next = b->next; else *head = b->next;
+  if (*head == b) *head = b->next; else b->prev->next = b->next;
   b->next->prev = b->prev;
 }
 
@@ -43,18 +44,62 @@ static inline size_t vam_slot_size(unsigned cls) {
   return size <= 8 ? size : align_up(size, QUANTUM);
 }
 
+static inline unsigned vam_block_pages(unsigned cls) {
+  return vam_classes.size[cls] < VAM_SMALL_LIMIT ? VAM_SMALL_PAGES : VAM_MEDIUM_PAGES;
+}
+static inline unsigned vam_cache_index(size_t npages) { return npages != VAM_SMALL_PAGES; }
+
+/* A new block for class cls: an empty one kept aside (vam_block_empty) if there is one of
+ * its size, else pages from the page manager. */
+/* The flagship's free fast path (design_free): blocks whose slots hold a link and a marker
+ * word. Its descriptor test is the slot test itself: aux (ceil(2^32 / slot size)) is nonzero
+ * only on the head descriptor of a block the fast path serves, so a multiple-of-the-slot test
+ * that fails sends everything else (8-byte slots, a medium block's other pages, regions, core
+ * runs, interior pointers) to vam_free_other with no test of the kind. */
+static const bool cfg_fast_free = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
+
+static inline uint32_t vam_recip(size_t slot) {
+  if (cfg_fast_free && slot < 2 * sizeof(void *)) return 0;   /* no marker word: slow path */
+  return (uint32_t)(((1ull << RECIP_SHIFT) + slot - 1) / slot);
+}
+
+/* Whether off (< 64 KiB) is a multiple of the slot size whose ceil(2^32 / size) is recip:
+ * the low half of off * recip is below recip exactly then (Lemire, Kaser & Kurz 2019; checked
+ * exhaustively for every multiple of 8 up to 1 KiB); its high half is the quotient. */
+static ALWAYS_INLINE bool slot_multiple(uint32_t off, uint32_t recip) {
+  return (uint32_t)(off * recip) < recip;
+}
+
+/* off / slot size if off is a multiple of it, else -1 (slow paths: any block). */
+static long vam_slot_of(const desc_t *b, size_t off) {
+  if (!b->aux) return off % b->obj_size ? -1 : (long)(off / b->obj_size);
+  return slot_multiple((uint32_t)off, b->aux) ? (long)(((uint64_t)off * b->aux) >> RECIP_SHIFT) : -1;
+}
+
+/* A block goes back to the page manager; its aux no longer marks a block for free. */
+static void vam_block_release(heap_t *h, desc_t *b) {
+  b->aux = 0;
+  block_release(h, b);
+}
+
 static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   size_t size = vam_slot_size(cls);
-  size_t npages = vam_classes.size[cls] < VAM_SMALL_LIMIT ? VAM_SMALL_PAGES : VAM_MEDIUM_PAGES;
-  bool clean;
-  desc_t *b = pages_alloc(h, npages, 1, &clean);
-  if (!b) return NULL;
+  size_t npages = vam_block_pages(cls);
+  unsigned k = vam_cache_index(npages);
+  bool clean = false;
+  desc_t *b;
+  if (h->d.ncache[k]) {
+    b = h->d.cache[k][--h->d.ncache[k]];
+  } else {
+    if (!(b = pages_alloc(h, npages, 1, &clean))) return NULL;
+    h->stats.blocks_in_use++;
+  }
   char *start = desc_start(b);
   size_t bytes = desc_bytes(b), cap = bytes / size;
   b->kind = KIND_VAM_BLOCK;
   b->cls = (uint8_t)cls;
   b->obj_size = (uint32_t)size;
-  b->aux = (uint32_t)(((1ull << RECIP_SHIFT) + size - 1) / size);
+  b->aux = vam_recip(size);
   b->used = 0;
   b->aux8 = cfg_small_headers && vam_classes.size[cls] < VAM_SMALL_LIMIT ? SMALL_HEADER : 0;
   /* The double-free marker lives in the word after the free-list link, if the slot has one. */
@@ -73,7 +118,6 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   }
   b->u.blk.end = start + cap * size;
   list_push(&h->d.avail[cls], b);
-  h->stats.blocks_in_use++;
   return b;
 }
 
@@ -104,9 +148,7 @@ static inline char *vam_bitmap_take(heap_t *h, desc_t *b) {
  * misses, keeps it off the slow path: under random churn it happens about once per
  * malloc/free pair. */
 static ALWAYS_INLINE void vam_block_retire(heap_t *h, desc_t *b, unsigned cls) {
-  desc_t *next = b->next;
-  h->d.avail[cls] = next;
-  next->prev = NULL;
+  h->d.avail[cls] = b->next;
   if (cfg_block_bitmap) b->flags |= FLAG_FULL;
 }
 
@@ -156,11 +198,14 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
 /* The head block of class cls has no room: the class has no available block (blocks retire as
  * they fill, see vam_block_retire; vam-bitmap retires them here). Take back what other threads
  * freed, make a new block if still none, and allocate from it. */
-static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, unsigned cls, bool zero) {
+static NOINLINE void *vam_alloc_slow(size_t size, bool zero, heap_t *h) {
+  /* (size first, as malloc received it, and the class recomputed: malloc's fast path keeps
+   * nothing live for this call) */
   if (h == &heap_empty) {   /* the first allocation may come before the class tables exist */
     if (!(h = heap_acquire())) return alloc_failed();
     return vam_alloc(h, size, zero);
   }
+  unsigned cls = sizeclass_of(&vam_classes, size);
   heap_collect(h);
   desc_t *b;
   for (;;) {
@@ -172,8 +217,9 @@ static NOINLINE void *vam_alloc_slow(heap_t *h, size_t size, unsigned cls, bool 
     if (vam_has_room(b)) break;
     vam_block_retire(h, b, cls);
   }
+  void *p = vam_block_take(h, b, cls, zero);
   heap_debug_tick(h);
-  return vam_block_take(h, b, cls, zero);
+  return p;
 }
 
 /* ---- large objects ----------------------------------------------------------------------- */
@@ -344,7 +390,7 @@ static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
   if (likely(size <= VAM_MEDIUM_MAX)) {
     unsigned cls = sizeclass_of(&vam_classes, size);
     void *p = vam_block_take(h, h->d.avail[cls], cls, zero);
-    return likely(p != NULL) ? p : vam_alloc_slow(h, size, cls, zero);
+    return likely(p != NULL) ? p : vam_alloc_slow(size, zero, h);
   }
   if (size <= VAM_LARGE_MAX) return vam_alloc_large(h, size, zero);
   return huge_alloc(h, size, 0, zero);
@@ -374,10 +420,12 @@ static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zer
 
 static void vam_block_empty(heap_t *h, desc_t *b);
 
+/* Frees p, at offset off in block b: every block and variant (the flagship's fast path is
+ * design_free's). */
 static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t off, const char *call) {
   char *slot = cfg_small_headers ? (char *)p - b->aux8 : p;
   if (cfg_small_headers) off -= b->aux8;
-  long index = divide_exact(off, b->obj_size, b->aux);
+  long index = vam_slot_of(b, off);
   bool was_full;
   if (cfg_block_bitmap) {
     was_full = b->flags & FLAG_FULL;
@@ -408,19 +456,39 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
   if (unlikely(--b->used == 0)) vam_block_empty(h, b);
 }
 
-/* A free emptied the block: it goes back to the page manager, unless it is the class's only
- * block and the policy is not immediate; then it is reset to bump mode and kept. */
+/* Takes an empty block off its class's list: into the heap's cache of empty blocks if there
+ * is room (keep), else back to the page manager. */
+static void vam_block_drop(heap_t *h, desc_t *b, bool keep) {
+  list_unlink(&h->d.avail[b->cls], b);
+  if (h->d.spare[b->cls] == b) h->d.spare[b->cls] = NULL;
+  unsigned k = vam_cache_index(b->npages);
+  if (keep && h->d.ncache[k] < VAM_CACHE_BLOCKS) {
+    h->d.cache[k][h->d.ncache[k]++] = b;
+  } else {
+    vam_block_release(h, b);
+  }
+}
+
+/* A free emptied the block. Hysteresis: each class keeps its most recently emptied block where
+ * it is on the available list, reset to bump mode, so that a class whose objects come and go
+ * one at a time, or in batches, refills it without a slow path; the class's previous empty
+ * block, if still empty, goes to the heap's cache of empty blocks, from which the next new
+ * block of its size comes without a round trip through the page manager. The immediate
+ * policy (the paper's) keeps nothing: every empty block goes back, and its pages to the OS. */
 static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
   unsigned cls = b->cls;
-  if (opt.discard != DISCARD_IMMEDIATE && h->d.avail[cls] == b && b->next == &h->d.none) {
+  if (opt.discard == DISCARD_IMMEDIATE) {
+    vam_block_drop(h, b, false);
+  } else {
+    desc_t *old = h->d.spare[cls];
+    if (old && old != b && old->used == 0) vam_block_drop(h, old, true);
+    h->d.spare[cls] = b;
     if (!cfg_block_bitmap) {
       b->u.blk.bump = desc_start(b);
       b->u.blk.free = NULL;
     }
     b->flags &= (uint16_t)~FLAG_CLEAN;
-  } else {
-    list_unlink(&h->d.avail[cls], b);
-    block_release(h, b);
+    pages_policy(h);   /* the discard policy runs as often as blocks empty, kept or not */
   }
   heap_debug_tick(h);
 }
@@ -431,17 +499,58 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
   else core_free(h, d, p, call);
 }
 
+/* The fast path's free of slot p of block b, p a multiple of the slot size (16 B or more):
+ * below the bump pointer (handed out), no marker (not free already), then onto the block's
+ * list; a full block moves to the front of its class's list. */
+static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const char *call) {
+  uintptr_t *w = p, marker = free_marker(p);
+  if (unlikely((char *)p >= b->u.blk.bump)) { locus_fatal_jump(call, "invalid pointer", p); return; }
+  if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }
+  void *head = b->u.blk.free;
+  w[1] = marker;
+  b->u.blk.free = p;   /* between the two words' stores: kept as two plain stores */
+  w[0] = (uintptr_t)head;
+  unsigned cls = b->cls;
+  h->d.frees[cls]++;
+  if (unlikely(!head) && b->u.blk.bump >= b->u.blk.end) list_push(&h->d.avail[cls], b);
+  if (unlikely(--b->used == 0)) vam_block_empty(h, b);
+}
+
+/* What the fast path's slot test sent on: a block's first page with 8-byte slots or an
+ * interior pointer, another page of a medium block, anything else in a run. */
+static NOINLINE void vam_free_other(heap_t *h, desc_t *d, void *p, const char *call) {
+  size_t off = (uintptr_t)p & (os_page_size - 1);
+  if (d->kind == KIND_INTERIOR) {
+    desc_t *b = d - d->back;
+    off += (size_t)d->back << os_page_shift;
+    if (b->kind == KIND_VAM_BLOCK && b->aux && slot_multiple((uint32_t)off, b->aux)) {
+      vam_free_slot(h, b, p, call);
+      return;
+    }
+    design_free_run(h, b, p, off, call);
+  } else {
+    design_free_run(h, d, p, off, call);
+  }
+}
+
 static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
   /* A page whose descriptor is a block's is the block's first page: p's offset is its offset
    * in the page. */
-  if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, (uintptr_t)p & (os_page_size - 1), call);
-  else free_in_run(h, p, call);   /* a medium block's other pages, regions, core runs */
+  uint32_t off = (uint32_t)((uintptr_t)p & (os_page_size - 1));
+  if (!cfg_fast_free) {
+    if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, off, call);
+    else free_in_run(h, p, call);   /* a medium block's other pages, regions, core runs */
+  } else if (likely(slot_multiple(off, d->aux))) {
+    vam_free_slot(h, d, p, call);
+  } else {
+    vam_free_other(h, d, p, call);
+  }
 }
 
 /* The slot index of p in block b, or a fatal error if p is not an object's address. */
 static long vam_slot_index(desc_t *b, const void *p, const char *call) {
   const char *slot = (const char *)p - (cfg_small_headers ? b->aux8 : 0);
-  long index = divide_exact((size_t)(slot - desc_start(b)), b->obj_size, b->aux);
+  long index = vam_slot_of(b, (size_t)(slot - desc_start(b)));
   if (index < 0 || slot >= b->u.blk.end) locus_fatal(call, "invalid pointer", p);
   return index;
 }
@@ -491,12 +600,12 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
 
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < vam_classes.count; c++) {
-    desc_t *b = h->d.avail[c];
-    if (b != &h->d.none && b->used == 0) {
-      list_unlink(&h->d.avail[c], b);
-      block_release(h, b);
-    }
+    desc_t *b = h->d.spare[c];
+    h->d.spare[c] = NULL;
+    if (b && b->used == 0) vam_block_drop(h, b, false);
   }
+  for (unsigned k = 0; k < 2; k++)
+    while (h->d.ncache[k]) vam_block_release(h, h->d.cache[k][--h->d.ncache[k]]);
   desc_t *r = h->d.spare_region;
   if (r) {
     chunk_t *c = (chunk_t *)desc_start(r);
@@ -537,7 +646,7 @@ static size_t vam_check_block(heap_t *h, desc_t *b) {
   } else {
     for (void *f = b->u.blk.free; f && nfree <= cap; f = *(void **)f) {
       CHECK((char *)f >= desc_start(b) && (char *)f < b->u.blk.bump);
-      CHECK(divide_exact((size_t)((char *)f - desc_start(b)), b->obj_size, b->aux) >= 0);
+      CHECK(vam_slot_of(b, (size_t)((char *)f - desc_start(b))) >= 0);
       nfree++;
     }
     unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
@@ -553,9 +662,22 @@ static size_t design_check(heap_t *h) {
 #define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
   size_t listed = 0, blocks = 0;
   for (unsigned c = 0; c < vam_classes.count; c++) {
+    desc_t *spare = h->d.spare[c];
+    bool spare_listed = !spare || spare->used > 0;   /* refilled since: may be full */
     for (desc_t *b = h->d.avail[c]; b != &h->d.none; b = b->next) {
       CHECK(b->cls == c && !vam_block_full(b) && (cfg_block_bitmap || vam_has_room(b)));
+      CHECK(b == h->d.avail[c] || b->prev->next == b);
+      CHECK(b->used > 0 || b == spare);   /* an empty block is the class's spare */
+      spare_listed |= b == spare;
       listed++;
+    }
+    CHECK(spare_listed && (!spare || (spare->kind == KIND_VAM_BLOCK && spare->cls == c)));
+  }
+  for (unsigned k = 0; k < 2; k++) {
+    for (unsigned i = 0; i < h->d.ncache[k]; i++) {
+      desc_t *b = h->d.cache[k][i];
+      CHECK(b->kind == KIND_VAM_BLOCK && b->used == 0 && vam_cache_index(b->npages) == k);
+      listed++;   /* counted with the blocks found in the segments */
     }
   }
   for (segment_t *s = h->pages.segments; s; s = s->next) {

@@ -13,7 +13,11 @@
  * end, then reuse the block's own free list. Per class, an available list and a full list;
  * allocation uses the first available block; a free into a full block moves it to the front
  * of the available list; an empty block goes back to the page manager (and, with the
- * immediate policy, its pages to the OS at once). The full list is implicit: a full block is
+ * immediate policy, its pages to the OS at once), except that each class keeps its most
+ * recently emptied block on its list, reset to bump mode (spare[c]), and the heap keeps up to
+ * VAM_CACHE_BLOCKS more empty blocks of each block size aside for the next new block of any
+ * class (not with the immediate policy): a class used in batches refills without going
+ * through the page manager. The full list is implicit: a full block is
  * linked nowhere (vam-bitmap flags it FLAG_FULL), because nothing ever walks it (the
  * consistency check finds full blocks through the segments); this saves two list updates per
  * transition.
@@ -24,9 +28,17 @@
  *    (the malloc that takes a block's last object retires it at once; vam-bitmap retires in
  *    the slow path, so its head may be exhausted).
  *  - A block on no list is full: exhausted (vam-bitmap: also flagged FLAG_FULL).
+ *  - spare[c] is NULL or a block of class c, on avail[c] while it is empty. Every listed block
+ *    but the spares has used > 0; blocks in cache[k] are on no list, empty, of size k.
  *  - used + (objects on the free list) + (objects beyond bump) == capacity.
  *  - A freed small object holds (address ^ cookie) in its second word (objects of 16 B and
  *    more): the cheap double-free test. Allocation clears it.
+ *  - A descriptor's aux is nonzero exactly on the head of a block of this heap whose slots are
+ *    16 B or more (flagship build): ceil(2^32 / slot size), the constant of free's fast
+ *    multiple-of-the-slot test, which thereby also tells that the page is such a block's
+ *    first page. It is cleared before a block goes back to the page manager.
+ *  - avail lists are doubly linked except that the head's prev is not kept (the head is known
+ *    by avail[c] == b).
  *  - In a region, chunks tile [start, end - 16); prev_size of each chunk equals the size of
  *    the chunk before it; no two free chunks are adjacent; every free chunk is in the bin of
  *    its size; the header at end - 16 is an in-use chunk of size 0.
@@ -41,6 +53,7 @@
 #define VAM_MEDIUM_PAGES  4
 #define VAM_REGION_PAGES  20
 #define VAM_MAX_CLASSES   64
+#define VAM_CACHE_BLOCKS  16       /* empty blocks a heap keeps aside, per block size */
 
 /* Ablation knobs (seed 000, Table 2), each its own library:
  *   LOCUS_VAM_SMALL_HEADERS  vam-header: a header in front of every small object (< 128 B).
@@ -85,6 +98,16 @@ typedef struct design_heap {
    * bytes from them. One counter per class, not one per heap: a single counter every malloc
    * and free update is a chain of dependent memory updates, which cost churn about 10%. */
   uint64_t allocs[VAM_MAX_CLASSES], frees[VAM_MAX_CLASSES];
+  /* Per class, the one empty block kept for reuse (hysteresis; not with the immediate policy):
+   * it stays where it was on avail[c], reset to bump mode, so a class whose objects come and
+   * go in batches refills it without a slow path. NULL, or a block of class c; it may have
+   * been refilled since (used > 0), then it is simply a block like the others. */
+  desc_t *spare[VAM_MAX_CLASSES];
+  /* Empty blocks kept aside for any class of their size (0: one-page, 1: four-page blocks),
+   * most recent last: the next new block of that size is one of these rather than a round
+   * trip through the page manager (not with the immediate policy). Off every list. */
+  desc_t *cache[2][VAM_CACHE_BLOCKS];
+  unsigned ncache[2];
   chunk_t *bins[LARGE_BINS];
   bitmap2_t binmap;
   desc_t *spare_region;          /* an empty region kept for reuse (not immediate policy) */
