@@ -316,16 +316,30 @@ static void pages_give(heap_t *h, desc_t *r) {
   run_insert(pm, r, dirty, when);
 }
 
+/* The decay clocks shared by all heaps, run with no lock held. */
+static void pages_shared_decay(uint64_t now) {
+  if (opt.discard != DISCARD_DELAYED) return;
+  heap_sweep_abandoned(now);
+  huge_cache_tick();
+}
+
 static void pages_free(heap_t *h, desc_t *r) {
   uint64_t now = now_ms();
   lock_acquire(&h->pages_lock);
   pages_give(h, r);
   pages_policy_locked(h, now);
   lock_release(&h->pages_lock);
-  if (opt.discard == DISCARD_DELAYED) {   /* the shared decay clocks, with no lock held */
-    heap_sweep_abandoned(now);
-    huge_cache_tick();
-  }
+  pages_shared_decay(now);
+}
+
+/* The discard policy when the design freed memory it keeps (caller owns h). */
+__attribute__((unused)) static void pages_policy(heap_t *h) {
+  if (!__atomic_load_n(&h->pages.dirty_oldest, __ATOMIC_RELAXED)) return;
+  uint64_t now = now_ms();
+  lock_acquire(&h->pages_lock);
+  pages_policy_locked(h, now);
+  lock_release(&h->pages_lock);
+  pages_shared_decay(now);
 }
 
 /* A design's block or region goes back to the page manager. */
