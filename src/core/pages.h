@@ -63,11 +63,13 @@ struct __attribute__((aligned(64))) desc {
 
 typedef struct segment segment_t;
 struct segment {
+  /* Read by every free, from any thread: a line nobody writes while the segment lives. */
   uint64_t check;               /* segment_cookie ^ address: this really is a segment */
   struct heap *heap;            /* owner; never changes while the segment exists */
-  segment_t *next, *prev;       /* the heap's segments */
   uint32_t npages;              /* pages in the segment */
   uint32_t first;               /* first page after the header */
+  /* Written by the page manager. */
+  segment_t *next __attribute__((aligned(64))), *prev;   /* the heap's segments */
   uint32_t free_pages;
   uint32_t spare;
   desc_t desc[];                /* aligned to 64 by desc_t's own alignment */
