@@ -31,6 +31,7 @@ static size_t page;
 static bool bitmap_variant, weak_variant, header_variant;
 static int (*stats_get)(locus_stats_t *);
 static size_t (*purge)(void);
+static int (*locus_check)(void);
 
 static bool resident(const void *p) {
   unsigned char v = 0;
@@ -362,6 +363,40 @@ static void t_fine_classes(void) {
   for (int i = 0; i < N; i++) { free(a[i]); free(b[i]); }
 }
 
+/* foreign_cache: an object another thread allocated, freed here, is what the next malloc of
+ * its size returns (kept in this thread's foreign-object cache, still hot); the statistics
+ * count each call once, and a purge sends the cached objects home without changing them. */
+enum { FOREIGN_N = 64, FOREIGN_SIZE = 72 };   /* a class nothing else here uses */
+static void *foreign_objects[FOREIGN_N];
+static void *allocate_foreign(void *arg) {
+  (void)arg;
+  for (int i = 0; i < FOREIGN_N; i++) { foreign_objects[i] = malloc(FOREIGN_SIZE); memset(foreign_objects[i], 7, FOREIGN_SIZE); }
+  return NULL;
+}
+static void t_foreign_cache(void) {
+  if (bitmap_variant || header_variant || !stats_get) TEST_SKIP_NOW("no foreign-object cache in this variant");
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, allocate_foreign, NULL) == 0 && pthread_join(t, NULL) == 0);
+  locus_stats_t s0, s1, s2;
+  CHECK(stats_get(&s0) == 0);
+  free(foreign_objects[0]);
+  void *q = malloc(FOREIGN_SIZE);
+  CHECKF(q == foreign_objects[0], "malloc returned %p, not the foreign object %p just freed", q,
+         foreign_objects[0]);
+  free(q);
+  for (int i = 1; i < FOREIGN_N; i++) free(foreign_objects[i]);
+  CHECK(stats_get(&s1) == 0);
+  CHECK(s1.malloc_calls >= s0.malloc_calls + 1 && s1.free_calls >= s0.free_calls + FOREIGN_N);
+  purge();
+  CHECK(stats_get(&s2) == 0);
+  test_note("foreign_cache: calls %llu/%llu before the purge, %llu/%llu after\n",
+            (unsigned long long)s1.malloc_calls, (unsigned long long)s1.free_calls,
+            (unsigned long long)s2.malloc_calls, (unsigned long long)s2.free_calls);
+  CHECK(s2.malloc_calls - s2.free_calls == s1.malloc_calls - s1.free_calls);
+  CHECK(s2.bytes_allocated <= s1.bytes_allocated);
+  CHECK(locus_check == NULL || locus_check() == 0);
+}
+
 int main(int argc, char **argv) {
   page = (size_t)sysconf(_SC_PAGESIZE);
   const char *(*variant)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "locus_variant");
@@ -374,6 +409,7 @@ int main(int argc, char **argv) {
   header_variant = !strcmp(variant(), "vam-header");
   stats_get = (int (*)(locus_stats_t *))dlsym(RTLD_DEFAULT, "locus_stats_get");
   purge = (size_t (*)(void))dlsym(RTLD_DEFAULT, "locus_purge");
+  locus_check = (int (*)(void))dlsym(RTLD_DEFAULT, "locus_check_heap");
   static const struct test_section sections[] = {
     { "reap_order", t_reap_order },
     { "front_move", t_front_move },
@@ -383,6 +419,7 @@ int main(int argc, char **argv) {
     { "huge_cache", t_huge_cache },
     { "huge_threads", t_huge_threads },
     { "fine_classes", t_fine_classes },
+    { "foreign_cache", t_foreign_cache },
   };
   return test_run_sections(argc, argv, sections, sizeof sections / sizeof *sections);
 }

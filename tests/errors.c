@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "check.h"
 
 static int report_fd = -1; /* child -> parent: the address the misuse passes */
@@ -63,6 +65,23 @@ static void double_free(size_t size) {
   aftermath(size);
   free(before);
   free(after);
+}
+
+/* A double free of an object another thread allocated (the flagship keeps such an object in
+ * the freeing thread's foreign-object cache after the first free). */
+static void *allocate_one(void *arg) {
+  *(void **)arg = malloc(48);
+  return NULL;
+}
+static void c_double_free_foreign(void) {
+  void *p = NULL;
+  pthread_t t;
+  if (pthread_create(&t, NULL, allocate_one, &p) != 0 || pthread_join(t, NULL) != 0 || !p) _exit(4);
+  memset(p, 0x5A, 48);
+  free(p);
+  report_address(p);
+  free(opaque_ptr(p));
+  aftermath(48);
 }
 
 static void c_double_free_small(void) { double_free(32); }
@@ -134,6 +153,7 @@ static const error_case_t cases[] = {
     {"double_free_medium", c_double_free_medium, "free()"},
     {"double_free_large", c_double_free_large, "free()"},
     {"double_free_huge", c_double_free_huge, "free()"},
+    {"double_free_foreign", c_double_free_foreign, "free()"},
     {"interior_small", c_interior_small, "free()"},
     {"interior_large", c_interior_large, "free()"},
     {"free_stack", c_free_stack, "free()"},

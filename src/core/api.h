@@ -95,7 +95,7 @@ static NOINLINE void free_outside_segments(void *p, unsigned g, const char *call
 static NOINLINE void free_foreign_heap(heap_t *h, void *p, const char *call) {
   desc_t *d = desc_head(segment_of(p), p);
   if (d->kind == KIND_FREE) free_not_object(d, p, call);
-  heap_free_remote(h, d, p, call);
+  if (!design_keep_foreign(tl_heap, d, p, call)) heap_free_remote(h, d, p, call);
 }
 
 static ALWAYS_INLINE void free_impl(void *p, const char *call) {

@@ -79,6 +79,10 @@ static void free_in_run(heap_t *h, void *p, const char *call);
 /* Checks a pointer another thread is about to push onto h->remote; ends the program on a
  * detectable invalid or double free. */
 static void design_check_remote(desc_t *d, void *p, const char *call);
+/* A free by the owner of heap me of p, which block d of another heap holds: the design may
+ * keep it for me's own reuse (true; it must then give it back to its owner from
+ * design_release_spares) or let it go home through the owner's remote stack (false). */
+static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call);
 static size_t design_usable(desc_t *d, const void *p, const char *call);
 /* Adds what the design counts itself (rather than in h->stats) to a statistics snapshot. */
 static void design_stats(heap_t *h, locus_stats_t *st);

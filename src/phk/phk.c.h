@@ -356,6 +356,12 @@ static void design_stats(heap_t *h, locus_stats_t *st) {
   (void)st;
 }
 
+/* PHK sends every object another thread frees home (no foreign-object cache). */
+static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
+  (void)me; (void)d; (void)p; (void)call;
+  return false;
+}
+
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < phk_classes.count; c++) {
     desc_t *pg = h->d.avail[c];

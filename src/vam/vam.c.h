@@ -13,8 +13,17 @@ static void design_global_init(void) {
   chunk_cookie = free_marker_cookie * 0x9E3779B97F4A7C15ull + 1;
 }
 
+static inline size_t vam_slot_size(unsigned cls);
+
 static void design_heap_init(heap_t *h) {
-  for (int c = 0; c < VAM_MAX_CLASSES; c++) h->d.avail[c] = &h->d.none;
+  for (unsigned c = 0; c < VAM_MAX_CLASSES; c++) {
+    h->d.avail[c] = &h->d.none;
+    desc_t *f = &h->d.foreign[c];   /* no bump range: vam_block_take serves its list only */
+    f->kind = KIND_VAM_FOREIGN;
+    f->cls = (uint8_t)c;
+    if (c < vam_classes.count) f->obj_size = (uint32_t)vam_slot_size(c);
+    f->marker_off = sizeof(void *);
+  }
 }
 
 /* ---- block lists (ending at h->d.none, see vam.h) ------------------------------------------ */
@@ -555,6 +564,50 @@ static long vam_slot_index(desc_t *b, const void *p, const char *call) {
   return index;
 }
 
+static const bool cfg_foreign_cache = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
+
+/* A free of p, owned by block d of another heap, by the thread owning heap me: keeps it in
+ * me's foreign-object cache if it is a slot with a marker word and the class's cache has room
+ * (see vam.h). The same checks as a remote free first. Returns false to send it home. */
+static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
+  if (!cfg_foreign_cache || me == &heap_empty || d->kind != KIND_VAM_BLOCK || !d->aux) return false;
+  unsigned cls = d->cls;
+  desc_t *f = &me->d.foreign[cls];
+  if ((uint16_t)(0 - f->used) >= VAM_FOREIGN_MAX) return false;
+  vam_slot_index(d, p, call);
+  uintptr_t *w = p, marker = free_marker(p);
+  if ((w[1] | REMOTE_MARK) == (marker | REMOTE_MARK)) locus_fatal(call, "double free", p);
+  w[1] = marker ^ REMOTE_MARK;
+  w[0] = (uintptr_t)f->u.blk.free;
+  if (!f->u.blk.free) list_push(&me->d.avail[cls], f);
+  f->u.blk.free = p;
+  f->used--;
+  me->d.frees[cls]++;
+  return true;
+}
+
+/* Sends every cached foreign object home (thread exit, purge). */
+static void vam_foreign_flush(heap_t *h) {
+  if (!cfg_foreign_cache) return;
+  for (unsigned c = 0; c < vam_classes.count; c++) {
+    desc_t *f = &h->d.foreign[c];
+    void *p = f->u.blk.free;
+    if (!p) continue;
+    list_unlink(&h->d.avail[c], f);
+    f->u.blk.free = NULL;
+    while (p) {
+      void *next = *(void **)p;
+      ((uintptr_t *)p)[1] = 0;    /* not free as far as the owner's check is concerned */
+      f->used++;
+      h->d.allocs[c]++;           /* balances the free its owner will count */
+      h->d.foreign_flushed++;
+      segment_t *s = segment_of(p);
+      heap_free_remote(s->heap, desc_head(s, p), p, "free()");
+      p = next;
+    }
+  }
+}
+
 static void design_check_remote(desc_t *d, void *p, const char *call) {
   if (d->kind == KIND_VAM_BLOCK) {
     long index = vam_slot_index(d, p, call);
@@ -599,6 +652,7 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
 }
 
 static void design_release_spares(heap_t *h) {
+  vam_foreign_flush(h);
   for (unsigned c = 0; c < vam_classes.count; c++) {
     desc_t *b = h->d.spare[c];
     h->d.spare[c] = NULL;
@@ -626,6 +680,9 @@ static void design_stats(heap_t *h, locus_stats_t *st) {
     st->free_calls += out;
     st->bytes_allocated += (in - out) * vam_slot_size(c);
   }
+  uint64_t flushed = __atomic_load_n(&h->d.foreign_flushed, __ATOMIC_RELAXED);
+  st->malloc_calls -= flushed;
+  st->free_calls -= flushed;
 }
 
 /* Purge: spares go back, and the pages inside every free large chunk are discarded. */
@@ -665,6 +722,17 @@ static size_t design_check(heap_t *h) {
     desc_t *spare = h->d.spare[c];
     bool spare_listed = !spare || spare->used > 0;   /* refilled since: may be full */
     for (desc_t *b = h->d.avail[c]; b != &h->d.none; b = b->next) {
+      if (b == &h->d.foreign[c]) {   /* the foreign-object cache: a list of 1..MAX objects */
+        size_t n = 0;
+        for (void *f = b->u.blk.free; f && n <= VAM_FOREIGN_MAX; f = *(void **)f) {
+          segment_t *s = segment_of(f);
+          CHECK(s->heap != h && desc_head(s, f)->kind == KIND_VAM_BLOCK && desc_head(s, f)->cls == c);
+          n++;
+        }
+        CHECK(n >= 1 && n == (uint16_t)(0 - b->used));
+        CHECK(b == h->d.avail[c] || b->prev->next == b);
+        continue;
+      }
       CHECK(b->cls == c && !vam_block_full(b) && (cfg_block_bitmap || vam_has_room(b)));
       CHECK(b == h->d.avail[c] || b->prev->next == b);
       CHECK(b->used > 0 || b == spare);   /* an empty block is the class's spare */

@@ -72,7 +72,21 @@ static const bool cfg_small_headers = LOCUS_VAM_SMALL_HEADERS;
 static const bool cfg_block_bitmap = LOCUS_VAM_BITMAP;
 #define SMALL_HEADER QUANTUM
 
-enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_REGION };
+enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_REGION, KIND_VAM_FOREIGN };
+
+/* The foreign-object cache (flagship only: its slots hold a link and a marker word). A small
+ * object that a thread frees but another heap owns is kept, up to VAM_FOREIGN_MAX per class,
+ * in the freeing heap's foreign[c]: a descriptor that lives in the heap, not in a segment,
+ * whose free list holds those objects and which sits on avail[c] while the list is non-empty,
+ * so malloc's fast path hands them out like any block's free objects, still hot in the cache
+ * of the thread that just freed them. Sending each one home instead (the remote stack) made
+ * threads that pass objects around pay a cache miss per object on each side; glibc's tcache
+ * and tcmalloc's thread caches keep them local the same way.
+ * Invariants: foreign[c] is on avail[c] iff its list is non-empty; every object on it belongs
+ * to a block of class c of another heap, is counted as in use there, and holds the remote
+ * marker (a double free of it is caught); (uint16_t)-used is the list's length. The list goes
+ * home (to the owners' remote stacks) at thread exit and on purge. */
+#define VAM_FOREIGN_MAX 16
 
 /* ---- large-object chunks ------------------------------------------------------------------ */
 
@@ -111,6 +125,9 @@ typedef struct design_heap {
   chunk_t *bins[LARGE_BINS];
   bitmap2_t binmap;
   desc_t *spare_region;          /* an empty region kept for reuse (not immediate policy) */
+  uint64_t foreign_flushed;      /* cached foreign objects sent home (counted as a malloc and a
+                                    free more than the program made; statistics subtract it) */
+  desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
   /* The end of every available list of this heap, and the head of an empty one: it reads as
    * a block with no room, so malloc's fast path falls through to the slow path without a NULL
    * test, and list updates need no NULL tests either. Only its prev field is ever written. */
