@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -111,6 +112,25 @@ static TEST_UNUSED size_t opaque_size(size_t x) {
 static TEST_UNUSED void *opaque_ptr(void *p) {
   void *volatile v = p;
   return v;
+}
+
+/* ---- objects of another thread -------------------------------------------------------- */
+
+/* Allocates n objects of `size` bytes (filled with `fill`) into out[] from a new thread that
+ * exits before this returns: objects whose heap's thread is gone. */
+typedef struct { void **out; size_t n, size; int fill; } test_alloc_job_t;
+static TEST_UNUSED void *test_alloc_job(void *arg) {
+  test_alloc_job_t *j = (test_alloc_job_t *)arg;
+  for (size_t i = 0; i < j->n; i++) {
+    j->out[i] = malloc(j->size);
+    if (j->out[i]) memset(j->out[i], j->fill, j->size);
+  }
+  return NULL;
+}
+static TEST_UNUSED void test_allocate_in_thread(void **out, size_t n, size_t size, int fill) {
+  test_alloc_job_t job = { out, n, size, fill };
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, test_alloc_job, &job) == 0 && pthread_join(t, NULL) == 0);
 }
 
 /* ---- what is loaded -------------------------------------------------------------------- */

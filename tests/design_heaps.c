@@ -71,17 +71,11 @@ static void t_adopt_warm(void) {
 }
 
 enum { HANDOFF = 20000 };
-static char *handed[HANDOFF];
-
-static void *allocate_and_leave(void *arg) {
-  (void)arg;
-  for (int i = 0; i < HANDOFF; i++) { handed[i] = malloc(MEDIUM); memset(handed[i], 0x44, MEDIUM); }
-  return NULL;
-}
+static void *handed[HANDOFF];
 
 static void t_abandoned_free(void) {
   locus_stats_t a, b;
-  run_thread(allocate_and_leave, NULL);
+  test_allocate_in_thread(handed, HANDOFF, MEDIUM, 0x44);
   CHECK(L.stats_get(&a) == 0);
   CHECK(a.heaps_abandoned >= 1);
   for (int i = 0; i < HANDOFF; i++) free(handed[i]);

@@ -368,15 +368,9 @@ static void t_fine_classes(void) {
  * count each call once, and a purge sends the cached objects home without changing them. */
 enum { FOREIGN_N = 64, FOREIGN_SIZE = 72 };   /* a class nothing else here uses */
 static void *foreign_objects[FOREIGN_N];
-static void *allocate_foreign(void *arg) {
-  (void)arg;
-  for (int i = 0; i < FOREIGN_N; i++) { foreign_objects[i] = malloc(FOREIGN_SIZE); memset(foreign_objects[i], 7, FOREIGN_SIZE); }
-  return NULL;
-}
 static void t_foreign_cache(void) {
   if (bitmap_variant || header_variant || !stats_get) TEST_SKIP_NOW("no foreign-object cache in this variant");
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, allocate_foreign, NULL) == 0 && pthread_join(t, NULL) == 0);
+  test_allocate_in_thread(foreign_objects, FOREIGN_N, FOREIGN_SIZE, 7);
   locus_stats_t s0, s1, s2;
   CHECK(stats_get(&s0) == 0);
   free(foreign_objects[0]);
