@@ -7,6 +7,8 @@
  *                   (the lock-free handoff to the abandoned heap), not left on a list
  *   sweep           an abandoned heap's idle free pages go back after the decay time, as
  *                   soon as any thread frees pages (the sweep), without a purge call
+ *   huge_shared     a big object freed by one thread is reused by the next (one page
+ *                   manager for huge runs, shared by all threads)
  *   locks           concurrent thread churn with cross-thread frees: the shared locks are
  *                   counted, and contention stays a small fraction of acquisitions
  */
@@ -102,6 +104,23 @@ static void t_sweep(void) {
          "an exited thread's idle pages were not given back");
 }
 
+/* huge_shared: a big object (a page run) freed by one thread is reused by another: huge runs
+ * come from one page manager all threads share. */
+static void *alloc_free_big(void *arg) {
+  void *p = malloc(200 << 10);
+  memset(p, 1, 200 << 10);
+  *(void **)arg = p;
+  free(p);
+  return NULL;
+}
+static void t_huge_shared(void) {
+  void *first = NULL, *second = NULL;
+  alloc_free_big(&first);              /* this thread's heap stays owned: no adoption */
+  run_thread(alloc_free_big, &second);
+  test_note("huge_shared: %p then %p\n", first, second);
+  CHECKF(first == second, "a big object freed by one thread was not reused by the next");
+}
+
 /* Rounds of threads that swap objects through a shared array and exit. */
 enum { SLOTS = 4096, CHURN_THREADS = 8, CHURN_ROUNDS = 12, CHURN_OPS = 20000 };
 static _Atomic(char *) shared[SLOTS];
@@ -150,6 +169,7 @@ int main(int argc, char **argv) {
     { "adopt_warm", t_adopt_warm },
     { "abandoned_free", t_abandoned_free },
     { "sweep", t_sweep },
+    { "huge_shared", t_huge_shared },
     { "locks", t_locks },
   };
   return test_run_sections(argc, argv, sections, sizeof sections / sizeof *sections);

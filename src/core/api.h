@@ -30,6 +30,7 @@ static void global_init(void) {
   segment_cookie = seed | 1;
   free_marker_cookie = (seed * 0xBF58476D1CE4E5B9ull) & ~(uint64_t)0xF;   /* low bits free */
   design_global_init();
+  huge_heap = heap_create();
   atomic_store_explicit(&init_state, 2, memory_order_release);
   /* From here on allocation works, so calls that may allocate are safe. */
   if (pthread_key_create(&heap_key, heap_abandon) == 0) atomic_store(&heap_key_ready, true);
@@ -130,9 +131,12 @@ static void *realloc_impl(void *p, size_t size) {
   if (segmap_get(p) == GRANULE_SEGMENT) {
     segment_t *s = segment_of(p);
     desc_t *d = desc_head(s, p);
-    if (s->heap == tl_heap) {
-      if (d->kind >= KIND_DESIGN ? design_resize(s->heap, d, p, size) : huge_resize(s->heap, d, size))
+    heap_t *me = tl_heap;
+    if (s->heap == me) {
+      if (d->kind >= KIND_DESIGN ? design_resize(me, d, p, size) : huge_resize(me, me, d, size))
         return p;
+    } else if (s->heap == huge_heap && me != &heap_empty && d->kind == KIND_HUGE) {
+      if (huge_resize(me, huge_heap, d, size)) return p;
     } else if (size <= usable && size > usable / 2) {
       return p;
     }
@@ -324,6 +328,7 @@ LOCUS_API size_t locus_purge(void) {
     design_purge(me);
     pages_purge(me, UINT64_MAX, 0);
   }
+  if (huge_heap) pages_purge(huge_heap, UINT64_MAX, 0);
   lock_acquire(&registry_lock);
   for (heap_t *h = registry; h; h = h->next_all) {
     if (h == me || atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) continue;

@@ -105,6 +105,12 @@ static uint64_t free_marker_cookie;          /* random; see the designs' double-
 /* A thread that has no heap yet uses heap_empty: its lists are empty, so every allocation
  * takes the slow path, which gives the thread a real heap. */
 static heap_t heap_empty = { .d = DESIGN_EMPTY_HEAP };
+
+/* The page manager every thread takes huge runs (objects from 32 KiB to the OS threshold)
+ * from, under its page lock: a heap no thread owns (huge.h). Per-thread page managers kept
+ * each thread's freed big objects for that thread alone; a thread-churn workload then held
+ * 1.75x glibc's peak RSS. NULL until start-up made it (or if it could not). */
+static heap_t *huge_heap;
 static __thread heap_t *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
 
 static void global_init(void);
@@ -393,12 +399,17 @@ static bool pages_grow(heap_t *h, desc_t *r, size_t n) {
 static void pages_shrink(heap_t *h, desc_t *r, size_t n) {
   size_t have = r->npages;
   if (n >= have) return;
+  uint64_t now = now_ms();
+  lock_acquire(&h->pages_lock);
   desc_t *tail = r + n;
   r->npages = (uint32_t)n;
   tail->npages = (uint32_t)(have - n);
   tail->back = 0;
   tail->kind = KIND_INTERIOR;
-  pages_free(h, tail);
+  pages_give(h, tail);
+  pages_policy_locked(h, now);
+  lock_release(&h->pages_lock);
+  pages_shared_decay(now);
 }
 
 /* ---- heaps ------------------------------------------------------------------------------- */
@@ -500,20 +511,26 @@ static void heap_abandon(void *arg) {
   heap_unlock_abandoned(h);
 }
 
-/* Gives back the idle free pages of heaps nobody owns, at most once per decay period (called
- * from owners' discard policy, so it runs as long as the program allocates at all). */
+/* Gives back the idle free pages of heaps nobody owns (abandoned heaps, the huge-run heap),
+ * at most once per decay period (called from the discard policy, so it runs as long as the
+ * program frees pages at all). */
 static void heap_sweep_abandoned(uint64_t now) {
   uint64_t last = atomic_load_explicit(&abandoned_swept_ms, memory_order_relaxed);
-  if (!atomic_load_explicit(&heaps_waiting, memory_order_relaxed) || now - last < opt.decay_ms ||
-      !atomic_compare_exchange_strong(&abandoned_swept_ms, &last, now))
+  if (now - last < opt.decay_ms || !atomic_compare_exchange_strong(&abandoned_swept_ms, &last, now))
     return;
-  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all) {
+  bool waiting = atomic_load_explicit(&heaps_waiting, memory_order_relaxed) != 0;
+  for (heap_t *h = waiting ? __atomic_load_n(&registry, __ATOMIC_ACQUIRE) : NULL; h; h = h->next_all) {
     if (atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) continue;
     if (atomic_load(&h->state) == HEAP_ABANDONED) {
       heap_collect(h);
       heap_trim_abandoned(h, now);
     }
     heap_unlock_abandoned(h);
+  }
+  /* The shared huge-run heap decays here too: nobody frees into it once big objects stop. */
+  if (huge_heap && lock_try(&huge_heap->pages_lock)) {
+    pages_policy_locked(huge_heap, now);
+    lock_release(&huge_heap->pages_lock);
   }
 }
 
@@ -533,6 +550,7 @@ static void heap_free_remote_run(heap_t *h, desc_t *d, void *p, const char *call
   pages_give(h, d);
   pages_policy_locked(h, now);
   lock_release(&h->pages_lock);
+  pages_shared_decay(now);
 }
 
 /* A free of an object owned by another heap: pushed onto the owner's remote stack, never

@@ -416,7 +416,9 @@ static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero
   huge_cache_tick();
   heap_collect(h);
   bool clean;
-  desc_t *r = pages_alloc(h, pages, align > os_page_size ? align >> os_page_shift : 1, &clean);
+  /* From the shared huge-run heap (heap.h), unless a fork caught it mid-update (child). */
+  heap_t *ph = huge_heap && !huge_heap->fork_broken ? huge_heap : h;
+  desc_t *r = pages_alloc(ph, pages, align > os_page_size ? align >> os_page_shift : 1, &clean);
   if (!r) return alloc_failed();
   r->kind = KIND_HUGE;
   r->u.huge.usable = pages << os_page_shift;
@@ -449,15 +451,16 @@ static NOINLINE void core_free(heap_t *h, desc_t *d, void *p, const char *call) 
   else free_not_object(d, p, call);
 }
 
-/* Resizes a huge run object in place when the pages allow it. Caller owns h. */
-static bool huge_resize(heap_t *h, desc_t *r, size_t size) {
+/* Resizes a huge run object in place when the pages allow it. Its pages are ph's (the huge
+ * heap's, or the caller's own); h is the caller's heap, which counts the bytes. */
+static bool huge_resize(heap_t *h, heap_t *ph, desc_t *r, size_t size) {
   size_t pages = (size + os_page_size - 1) >> os_page_shift;
   if (pages == 0 || size >= opt.os_threshold) return false;
   size_t old = r->npages;
   if (pages < old) {
     if (pages < old / 2) return false;
-    pages_shrink(h, r, pages);
-  } else if (!pages_grow(h, r, pages)) {
+    pages_shrink(ph, r, pages);
+  } else if (!pages_grow(ph, r, pages)) {
     return false;
   }
   h->stats.bytes_allocated += (pages << os_page_shift) - r->u.huge.usable;
