@@ -244,11 +244,12 @@ static size_t pages_purge_locked(heap_t *h, uint64_t older_than, size_t keep_pag
   size_t before = atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed);
   while (pm->dirty_oldest && pm->dirty_pages > keep_pages && pm->dirty_oldest->u.run.freed_ms < older_than)
     pages_purge_run(h, pm->dirty_oldest);
-  /* Wholly free clean segments beyond the first go back too. */
+  /* On a full purge, wholly free clean segments beyond the first go back too. */
   for (segment_t *s = pm->segments, *next; s && pm->nsegments > 1; s = next) {
     next = s->next;
     desc_t *r = &s->desc[s->first];
-    if (r->kind == KIND_FREE && run_is_whole_segment(r) && keep_pages == 0) segment_destroy(h, s);
+    if (r->kind == KIND_FREE && run_is_whole_segment(r) && keep_pages == 0 && older_than == UINT64_MAX)
+      segment_destroy(h, s);
   }
   return atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed) - before;
 }
@@ -268,16 +269,13 @@ static bool memory_under_pressure(void) {
 }
 
 /* The delayed policy. Free pages go back when the program is not reusing them: beyond
- * LOCUS_DIRTY_MAX the heap halves its dirty pages; below that, pages idle for LOCUS_DECAY_MS
- * go back, except the most recent DIRTY_FLOOR bytes, which a heap that frees and allocates in
- * rhythm reuses within the next round (without the floor a thread-churn workload made over
- * a thousand madvise calls a second, each one refaulted soon after). */
-#define DIRTY_FLOOR ((size_t)2 << 20)
+ * LOCUS_DIRTY_MAX the heap halves its dirty pages; below it, pages idle for LOCUS_DECAY_MS
+ * go back, oldest first. */
 static void pages_decay(heap_t *h, uint64_t now) {
   pages_t *pm = &h->pages;
   if (pm->dirty_pages > opt.dirty_max >> os_page_shift) pages_purge_locked(h, UINT64_MAX, pm->dirty_pages / 2);
   if (pm->dirty_oldest && now - pm->dirty_oldest->u.run.freed_ms > opt.decay_ms)
-    pages_purge_locked(h, now - opt.decay_ms, DIRTY_FLOOR >> os_page_shift);
+    pages_purge_locked(h, now - opt.decay_ms, 0);
 }
 
 /* Applies the discard policy to h's pages after some were freed (caller holds pages_lock). */
