@@ -54,8 +54,8 @@ typedef struct locus_stats {
   uint64_t search_words;     /* bitmap designs: bitmap words inspected in total */
   uint64_t search_words_max; /* bitmap designs: most words inspected by one allocation */
   uint64_t searches;         /* bitmap designs: number of bitmap searches */
-  uint64_t lock_acquisitions; /* acquisitions of the shared locks (registry, abandoned heaps,
-                                 huge-object cache) */
+  uint64_t lock_acquisitions; /* acquisitions of the locks (registry, abandoned heaps, page
+                                 managers, the huge-object pool) */
   uint64_t lock_contended;   /* of those, the ones that found the lock held and waited */
 } locus_stats_t;
 

@@ -243,8 +243,10 @@ static void stats_collect(locus_stats_t *st) {
     st->pages_free += usable > LOAD(pages_in_use) ? usable - LOAD(pages_in_use) : 0;
     st->bytes_committed += (LOAD(pages_in_use) + dirty) << os_page_shift;
     if (atomic_load(&h->state) == HEAP_ABANDONED) st->heaps_abandoned++;
-    st->lock_acquisitions += __atomic_load_n(&h->lock.acquired, __ATOMIC_RELAXED);
-    st->lock_contended += __atomic_load_n(&h->lock.contended, __ATOMIC_RELAXED);
+    st->lock_acquisitions += __atomic_load_n(&h->lock.acquired, __ATOMIC_RELAXED) +
+                             __atomic_load_n(&h->pages_lock.acquired, __ATOMIC_RELAXED);
+    st->lock_contended += __atomic_load_n(&h->lock.contended, __ATOMIC_RELAXED) +
+                          __atomic_load_n(&h->pages_lock.contended, __ATOMIC_RELAXED);
     /* Huge runs other threads gave straight back to this heap (heap_free_remote_run). */
     uint64_t runs = atomic_load_explicit(&h->remote_runs, memory_order_relaxed);
     st->free_calls += runs;
