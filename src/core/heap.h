@@ -397,17 +397,14 @@ static bool pages_grow(heap_t *h, desc_t *r, size_t n) {
 static void pages_shrink(heap_t *h, desc_t *r, size_t n) {
   size_t have = r->npages;
   if (n >= have) return;
-  uint64_t now = now_ms();
-  lock_acquire(&h->pages_lock);
+  /* Outside the lock: these pages are the caller's, and another thread's merge reads only
+   * free runs' descriptors (these stay KIND_INTERIOR until pages_free). */
   desc_t *tail = r + n;
   r->npages = (uint32_t)n;
   tail->npages = (uint32_t)(have - n);
   tail->back = 0;
   tail->kind = KIND_INTERIOR;
-  pages_give(h, tail);
-  pages_policy_locked(h, now);
-  lock_release(&h->pages_lock);
-  pages_shared_decay(now);
+  pages_free(h, tail);
 }
 
 /* ---- heaps ------------------------------------------------------------------------------- */
