@@ -49,7 +49,8 @@ typedef struct locus_stats {
   uint64_t pages_free;       /* pages in free runs (dirty or discarded) now */
   uint64_t blocks_in_use;    /* small/medium page blocks and large regions now */
   uint64_t huge_in_use;      /* huge objects now */
-  uint64_t heaps;            /* thread heaps created (including abandoned ones) */
+  uint64_t heaps;            /* heaps created: thread heaps (including abandoned ones) and
+                                the one that serves huge runs to every thread */
   uint64_t heaps_abandoned;  /* heaps whose threads exited and that wait for reuse */
   uint64_t search_words;     /* bitmap designs: bitmap words inspected in total */
   uint64_t search_words_max; /* bitmap designs: most words inspected by one allocation */

@@ -250,7 +250,7 @@ static void stats_collect(locus_stats_t *st) {
     /* Huge runs other threads gave straight back to this heap (heap_free_remote_run). */
     uint64_t runs = atomic_load_explicit(&h->remote_runs, memory_order_relaxed);
     st->free_calls += runs;
-    st->remote_frees += runs;
+    if (h != huge_heap) st->remote_frees += runs;   /* the shared heap belongs to no thread */
     st->huge_in_use -= runs;
     st->bytes_allocated -= atomic_load_explicit(&h->remote_run_bytes, memory_order_relaxed);
     design_stats(h, st);
