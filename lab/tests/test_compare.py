@@ -111,8 +111,10 @@ def test_command_with_glibc_and_a_peer(tmp_path, build_prog):
     name = peer()
     exe = build_prog("alloc_loop.c", "-O2")
     out = tmp_path / "results"
+    # Long enough (tens of ms) that the lab's 5 ms memory sampler sees the program running
+    # under every allocator: 300,000 iterations ended between two samples under jemalloc.
     r = run_locus("compare", "-a", f"glibc,{name}", "-r", "2", "-o", out, "--name", "loop",
-                  "--", exe, 300000)
+                  "--", exe, 3000000)
     assert r.returncode == 0, r.stdout + r.stderr
     check_sane(out, ["glibc", name], ["loop"], reps=2)
     data = load_summary(out)
