@@ -127,10 +127,14 @@ static TEST_UNUSED void *test_alloc_job(void *arg) {
   }
   return NULL;
 }
+/* Runs fn(arg) on a new thread and waits until that thread has exited. */
+static TEST_UNUSED void test_run_thread(void *(*fn)(void *), void *arg) {
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, fn, arg) == 0 && pthread_join(t, NULL) == 0);
+}
 static TEST_UNUSED void test_allocate_in_thread(void **out, size_t n, size_t size, int fill) {
   test_alloc_job_t job = { out, n, size, fill };
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, test_alloc_job, &job) == 0 && pthread_join(t, NULL) == 0);
+  test_run_thread(test_alloc_job, &job);
 }
 
 /* ---- what is loaded -------------------------------------------------------------------- */

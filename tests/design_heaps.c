@@ -53,17 +53,12 @@ static void *fill_and_count(void *arg) {
   return NULL;
 }
 
-static void run_thread(void *(*fn)(void *), void *arg) {
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, fn, arg) == 0);
-  CHECK(pthread_join(t, NULL) == 0);
-}
 
 static void t_adopt_warm(void) {
   if (!policy_is("delayed")) SECTION_SKIP("pages are kept only under the delayed policy");
   long cold = 0, warm = 0;
-  run_thread(fill_and_count, &cold);   /* a new heap: every page faults in */
-  run_thread(fill_and_count, &warm);   /* adopts it right away (it may touch pages the first
+  test_run_thread(fill_and_count, &cold);   /* a new heap: every page faults in */
+  test_run_thread(fill_and_count, &warm);   /* adopts it right away (it may touch pages the first
                                           left untouched at the end of its last segment) */
   long pages = (long)((size_t)WARM_OBJECTS * MEDIUM / page);
   test_note("adopt_warm: first thread %ld faults, second %ld (%ld pages of objects)\n", cold,
@@ -90,7 +85,7 @@ static void t_abandoned_free(void) {
 
 static void t_sweep(void) {
   if (!policy_is("delayed")) SECTION_SKIP("the sweep belongs to the delayed policy");
-  run_thread(fill_and_free, NULL);
+  test_run_thread(fill_and_free, NULL);
   locus_stats_t a, b;
   CHECK(L.stats_get(&a) == 0);
   struct timespec nap = { 0, 300 * 1000 * 1000 };     /* beyond LOCUS_DECAY_MS (100) */
@@ -116,7 +111,7 @@ static void *alloc_free_big(void *arg) {
 static void t_huge_shared(void) {
   void *first = NULL, *second = NULL;
   alloc_free_big(&first);              /* this thread's heap stays owned: no adoption */
-  run_thread(alloc_free_big, &second);
+  test_run_thread(alloc_free_big, &second);
   test_note("huge_shared: %p then %p\n", first, second);
   CHECKF(first == second, "a big object freed by one thread was not reused by the next");
 }

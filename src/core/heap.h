@@ -328,21 +328,31 @@ static void pages_give(heap_t *h, desc_t *r) {
   run_insert(pm, r, dirty, when);
 }
 
-/* The decay clocks shared by all heaps, run with no lock held. */
+/* The decay clocks shared by all heaps, run with no lock held: the sweep of heaps nobody owns
+ * (delayed policy) and the huge-object pool's (its own rule, whatever the policy). */
 static void pages_shared_decay(uint64_t now) {
-  if (opt.discard != DISCARD_DELAYED) return;
-  heap_sweep_abandoned(now);
+  if (opt.discard == DISCARD_DELAYED) heap_sweep_abandoned(now);
   huge_cache_tick();
 }
 
-static void pages_free(heap_t *h, desc_t *r) {
+/* Returns run r to h's free pages and applies the discard policy. With p, r is a huge run
+ * another thread frees: checked under the lock to still be p's live run, so of two racing
+ * frees of p one is reported. */
+static void pages_free_checked(heap_t *h, desc_t *r, const void *p, const char *call) {
   uint64_t now = now_ms();
   lock_acquire(&h->pages_lock);
+  if (p && (r->kind != KIND_HUGE || p != desc_start(r))) {
+    const char *what = r->kind == KIND_FREE ? "double free" : "invalid pointer";
+    lock_release(&h->pages_lock);
+    locus_fatal(call, what, p);
+  }
   pages_give(h, r);
   pages_policy_locked(h, now);
   lock_release(&h->pages_lock);
   pages_shared_decay(now);
 }
+
+static void pages_free(heap_t *h, desc_t *r) { pages_free_checked(h, r, NULL, NULL); }
 
 /* The discard policy when the design freed memory it keeps (caller owns h). */
 __attribute__((unused)) static void pages_policy(heap_t *h) {
@@ -533,19 +543,11 @@ static void heap_sweep_abandoned(uint64_t now) {
  * manager (see the top of this file). The owner's counters are its own: this one is counted
  * apart and folded in by the statistics. */
 static void heap_free_remote_run(heap_t *h, desc_t *d, void *p, const char *call) {
-  uint64_t now = now_ms();
-  lock_acquire(&h->pages_lock);
-  if (d->kind != KIND_HUGE || p != desc_start(d)) {
-    const char *what = d->kind == KIND_FREE ? "double free" : "invalid pointer";
-    lock_release(&h->pages_lock);
-    locus_fatal(call, what, p);
-  }
+  size_t usable = d->u.huge.usable;   /* before the run is free (meaningless if p is invalid:
+                                         then pages_free_checked does not return) */
+  pages_free_checked(h, d, p, call);
   atomic_fetch_add_explicit(&h->remote_runs, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&h->remote_run_bytes, d->u.huge.usable, memory_order_relaxed);
-  pages_give(h, d);
-  pages_policy_locked(h, now);
-  lock_release(&h->pages_lock);
-  pages_shared_decay(now);
+  atomic_fetch_add_explicit(&h->remote_run_bytes, usable, memory_order_relaxed);
 }
 
 /* A free of an object owned by another heap: pushed onto the owner's remote stack, never

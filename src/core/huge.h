@@ -436,8 +436,7 @@ static void huge_free(heap_t *h, desc_t *r, void *p, const char *call) {
   h->stats.huge_in_use--;
   h->stats.free_calls++;
   h->stats.bytes_allocated -= r->u.huge.usable;
-  pages_free(h, r);
-  huge_cache_tick();
+  pages_free(h, r);   /* which also runs the pool's decay check */
   heap_debug_tick(h);
 }
 

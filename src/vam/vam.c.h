@@ -66,12 +66,10 @@ static inline unsigned vam_block_pages(unsigned cls) {
 }
 static inline unsigned vam_cache_index(size_t npages) { return npages != VAM_SMALL_PAGES; }
 
-/* A new block for class cls: an empty one kept aside (vam_block_empty) if there is one of
- * its size, else pages from the page manager. */
 /* The flagship's free fast path (design_free): blocks whose slots hold a link and a marker
  * word. Its descriptor test is the slot test itself: aux (ceil(2^32 / slot size)) is nonzero
- * only on the head descriptor of a block the fast path serves, so a multiple-of-the-slot test
- * that fails sends everything else (8-byte slots, a medium block's other pages, regions, core
+ * only on the pages of a block the fast path serves (every page of it: vam_block_mark), so a
+ * multiple-of-the-slot test that fails sends everything else (8-byte slots, regions, core
  * runs, interior pointers) to vam_free_other with no test of the kind. */
 static const bool cfg_fast_free = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
 
@@ -106,6 +104,8 @@ static void vam_block_release(heap_t *h, desc_t *b) {
   block_release(h, b);
 }
 
+/* A new block for class cls: an empty one kept aside (vam_block_empty) if there is one of
+ * its size, else pages from the page manager. */
 static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   size_t size = vam_slot_size(cls);
   size_t npages = vam_block_pages(cls);
@@ -547,21 +547,11 @@ static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const cha
   if (unlikely(--b->used == 0)) vam_block_empty(h, b);
 }
 
-/* What the fast path's slot test sent on: a block's first page with 8-byte slots or an
- * interior pointer, another page of a medium block, anything else in a run. */
+/* What the fast path's slot test sent on: a block with 8-byte slots, an interior pointer,
+ * anything else in a run (a region, a core run), from any page of it. */
 static NOINLINE void vam_free_other(heap_t *h, desc_t *d, void *p, const char *call) {
-  size_t off = (uintptr_t)p & (os_page_size - 1);
-  if (d->kind == KIND_INTERIOR) {
-    desc_t *b = d - d->back;
-    off += (size_t)d->back << os_page_shift;
-    if (b->kind == KIND_VAM_BLOCK && b->aux && slot_multiple((uint32_t)off, b->aux)) {
-      vam_free_slot(h, b, p, call);
-      return;
-    }
-    design_free_run(h, b, p, off, call);
-  } else {
-    design_free_run(h, d, p, off, call);
-  }
+  size_t off = ((uintptr_t)p & (os_page_size - 1)) + ((size_t)d->back << os_page_shift);
+  design_free_run(h, d - d->back, p, off, call);
 }
 
 static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
