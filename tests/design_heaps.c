@@ -53,7 +53,6 @@ static void *fill_and_count(void *arg) {
   return NULL;
 }
 
-
 static void t_adopt_warm(void) {
   if (!policy_is("delayed")) SECTION_SKIP("pages are kept only under the delayed policy");
   long cold = 0, warm = 0;
