@@ -68,6 +68,70 @@ size_t locus_stats_json(char *buf, size_t len);
 /* Prints a human-readable table of the statistics to the file descriptor. */
 void locus_stats_print(int fd);
 
+/* ---- regions with per-object free ------------------------------------------------------
+ *
+ * A region (arena, pool) is a set of objects freed together by one call, that still lets
+ * single objects go early (Reap: Berger, Zorn & McKinley, "Reconsidering Custom Memory
+ * Allocation"). Until the first free in it, a region allocates by bumping a pointer through
+ * chunks (8 KiB first, growing geometrically); after a free it reuses freed space first, by
+ * exact size; a clear puts it back to bump mode. Clearing or destroying costs time in
+ * proportion to the region's chunks, not its objects.
+ *
+ * Objects are aligned like malloc's (16 bytes on x86-64). free(), realloc() and
+ * malloc_usable_size() work on them; realloc() (like locus_region_realloc) keeps the object in
+ * its region.
+ *
+ * Threads: a region is used by one thread at a time (allocation, locus_region_free/realloc,
+ * clear, destroy, stats); handing it to another thread needs the program's own
+ * synchronisation, like any object. Plain free() of a region object is safe from any thread
+ * at any time: it is queued and applied by the region's next operation. Freeing into a region
+ * that another thread destroys meanwhile is a misuse (the debug build reports it).
+ *
+ * Misuse ends the program with one line naming the call and the address, like a double
+ * free: freeing an object of another region, using or destroying a destroyed region. */
+typedef struct locus_region locus_region_t;
+
+/* A new, empty region in bump mode. With a parent, the region is the parent's child: it is
+ * destroyed, children first, when the parent is cleared or destroyed. NULL (errno ENOMEM) if
+ * memory runs out. */
+locus_region_t *locus_region_create(locus_region_t *parent);
+/* malloc/calloc/realloc/aligned_alloc in the region: NULL with errno ENOMEM on failure
+ * (aligned_alloc: EINVAL if align is not a power of two). realloc(NULL) allocates; realloc to
+ * size 0 frees p and returns NULL. */
+void *locus_region_malloc(locus_region_t *region, size_t size);
+void *locus_region_calloc(locus_region_t *region, size_t n, size_t size);
+void *locus_region_realloc(locus_region_t *region, void *p, size_t size);
+void *locus_region_aligned_alloc(locus_region_t *region, size_t align, size_t size);
+/* Frees one object of the region now (NULL: nothing); its space is reused by later
+ * allocations of the same size. */
+void locus_region_free(locus_region_t *region, void *p);
+/* Destroys every child (children first), runs the cleanup callbacks (newest first) and
+ * forgets them, frees every object, and goes back to bump mode. The region stays usable and
+ * keeps a bounded amount of its memory (at most 256 KiB besides its first chunk). */
+void locus_region_clear(locus_region_t *region);
+/* Clears the region, then releases all its memory and the region itself (NULL: nothing). */
+void locus_region_destroy(locus_region_t *region);
+/* Registers fn(arg) to run when the region is next cleared or destroyed, after its children
+ * are gone and before its memory is: callbacks run newest first, like APR's pool cleanups and
+ * talloc's destructors. They must not allocate in the region being cleared. Returns 0, or
+ * ENOMEM. */
+int locus_region_on_destroy(locus_region_t *region, void (*fn)(void *arg), void *arg);
+/* The region p (an object's address) belongs to, or NULL if p is not a live region object. */
+locus_region_t *locus_region_of(const void *p);
+
+typedef struct locus_region_stats {
+  uint64_t objects_live;     /* objects allocated and not freed (in chunks and big objects) */
+  uint64_t bytes_live;       /* their usable bytes */
+  uint64_t bytes_held;       /* bytes the region holds: its chunks and big objects */
+  uint64_t chunks;           /* bump chunks, plus one per object too big for a chunk */
+  uint64_t children;         /* direct child regions */
+  uint64_t frees;            /* objects freed individually since creation */
+  int bump_mode;             /* 1 while nothing was freed since creation or the last clear */
+} locus_region_stats_t;
+
+/* Fills *out for the region (not its children); returns 0. */
+int locus_region_stats(locus_region_t *region, locus_region_stats_t *out);
+
 /* ---- debugging ------------------------------------------------------------------------ */
 
 /* Walks the calling thread's heap and checks every internal invariant (block lists, free
