@@ -20,16 +20,22 @@
 
 static const char *bench_name = "bench";
 
+/* One line on stderr, "<name>: <prefix><message>", then exit with the status. */
+static void bench_vexit(int status, const char *prefix, const char *fmt, va_list ap)
+    __attribute__((noreturn, format(printf, 3, 0)));
+static void bench_vexit(int status, const char *prefix, const char *fmt, va_list ap) {
+  fprintf(stderr, "%s: %s", bench_name, prefix);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  exit(status);
+}
+
 /* A failed check or a failed allocation: one line on stderr, exit status 1. */
 static void bench_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void bench_die(const char *fmt, ...) {
   va_list ap;
-  fprintf(stderr, "%s: error: ", bench_name);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  exit(1);
+  bench_vexit(1, "error: ", fmt, ap);
 }
 
 static inline void *bench_malloc(size_t n) {

@@ -186,8 +186,8 @@ def missing_message(missing: list) -> str:
 
 def select(discovery: Discovery, spec: str | None) -> list:
     """The allocators named in `spec` ("glibc,locus,jemalloc" or "name=/path/lib.so"), or
-    every one found. Unknown names are an error that lists what exists."""
-    if not spec:
+    every one found (no spec, or "all"). Unknown names are an error that lists what exists."""
+    if not spec or spec.strip() == "all":
         return list(discovery.allocators)
     by_name = {}
     for a in discovery.allocators:

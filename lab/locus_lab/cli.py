@@ -67,10 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "allocator; report time, memory, fragmentation and cache metrics "
                        "normalised to glibc.")
     c.add_argument("--allocators", "-a", metavar="NAME,...",
-                   help="allocators to compare (default: every one found); NAME=LIB.so adds "
-                   "a library of your own")
+                   help="allocators to compare (default: every one found; with --suite "
+                   "regions glibc, liblocus.so and the peers); `all` for every one found; "
+                   "NAME=LIB.so adds a library of your own")
     c.add_argument("--workloads", "-w", metavar="NAME,...",
-                   help="workloads of the default suite to run (default: all)")
+                   help="workloads of the suite to run (default: all)")
+    c.add_argument("--suite", choices=("default", "regions"), default=None,
+                   help="the workloads: the default suite, or `regions` (seed 004: region "
+                   "programs in each region mode: Locus regions, a bump region, emulation "
+                   "over malloc, the peers' arenas)")
     c.add_argument("--repetitions", "-r", type=_positive_int, metavar="N",
                    help="timed runs per allocator and workload (default 3, --quick 1)")
     c.add_argument("--quick", action="store_true",
@@ -150,7 +155,7 @@ def main(argv: list | None = None) -> int:
                 repetitions=args.repetitions, quick=args.quick, output=args.output,
                 cache=args.cache, frag=args.frag, timeout=args.timeout,
                 build_dir=args.build_dir, baseline=args.baseline, plots=args.plots,
-                budget_min=args.budget,
+                budget_min=args.budget, suite=args.suite,
                 command=command, name=args.name, argv=argv)
             return run_compare(opts, console)
         if command and args.command != "trace":

@@ -9,6 +9,7 @@ workload. Every run is appended to runs.jsonl as it finishes.
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shlex
@@ -16,7 +17,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
 from . import allocators as alloc_mod
-from . import report, results, runner, suite, trace
+from . import regions, report, results, runner, suite, trace
 from .common import LabError, find_paths, human_bytes
 
 CACHEGRIND_SLOWDOWN = 60    # cachegrind runs a program about this many times slower
@@ -48,6 +49,7 @@ class CompareOptions:
     baseline: str | None = None
     plots: bool = True
     budget_min: float | None = None             # None: 14 min for the default suite
+    suite: str | None = None                    # None/"default", or "regions"
     command: list = field(default_factory=list)
     name: str | None = None
     argv: list = field(default_factory=list)     # the lab's own command line, for the report
@@ -150,21 +152,47 @@ def _default_output() -> Path:
     return Path("locus-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
+def _meta_head(opts: CompareOptions, paths, reps: int) -> dict:
+    """What every results folder's meta.json starts with."""
+    return {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "locus " + " ".join(shlex.quote(a) for a in opts.argv),
+        "machine": machine_info(),
+        "repository": str(paths.root),
+        "repetitions": reps,
+        "quick": opts.quick,
+    }
+
+
+def _repetitions(opts: CompareOptions) -> int:
+    reps = opts.repetitions if opts.repetitions is not None else (1 if opts.quick else 3)
+    if reps < 1:
+        raise LabError("--repetitions must be at least 1")
+    return reps
+
+
+def _output_folder(opts: CompareOptions) -> Path:
+    out = Path(opts.output) if opts.output else _default_output()
+    if out.exists() and not out.is_dir():
+        raise LabError(f"--output {out} is a file, not a folder")
+    return out
+
+
 def run_compare(opts: CompareOptions, console: Console) -> int:
+    if opts.suite == regions.SUITE:
+        return run_regions(opts, console)
+    if opts.suite not in (None, "default"):
+        raise LabError(f"unknown suite '{opts.suite}'; available: default, {regions.SUITE}")
     paths = find_paths(opts.build_dir)
     allocs, disc, notes = _choose_allocators(opts, paths)
     baseline = allocs[0].name
     workloads, warnings = _choose_workloads(opts, paths)
-    reps = opts.repetitions if opts.repetitions is not None else (1 if opts.quick else 3)
-    if reps < 1:
-        raise LabError("--repetitions must be at least 1")
+    reps = _repetitions(opts)
     tracer = trace.tracer_library(paths) if opts.frag else None
     perf_ok, perf_note = runner.perf_status() if opts.cache else (False, "")
     if opts.cache and not runner.valgrind_available():
         raise LabError("--cache needs valgrind (apt-get install valgrind)")
-    out = Path(opts.output) if opts.output else _default_output()
-    if out.exists() and not out.is_dir():
-        raise LabError(f"--output {out} is a file, not a folder")
+    out = _output_folder(opts)
 
     for w in warnings + notes:
         console.print(f"[yellow]note:[/yellow] {w}")
@@ -189,13 +217,8 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
 
     base_env, env_notes = _base_environment()
     meta = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": "locus " + " ".join(shlex.quote(a) for a in opts.argv),
-        "machine": machine_info(),
-        "repository": str(paths.root),
+        **_meta_head(opts, paths, reps),
         "baseline": baseline,
-        "repetitions": reps,
-        "quick": opts.quick,
         "frag": opts.frag,
         "cache": opts.cache,
         "hardware_counters": perf_note if opts.cache else "not requested",
@@ -213,7 +236,6 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
     except OSError as e:
         raise LabError(f"cannot write to {out}: {e.strerror or e}") from None
     scratch = Path(tempfile.mkdtemp(prefix="locus-compare-"))
-    interactive = console.is_terminal
     runs: list = []
 
     def record(entry: dict):
@@ -225,20 +247,9 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
 
     started = time.monotonic()
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-                      TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                      console=console, transient=True, disable=not interactive,
-                      speed_estimate_period=900) as progress:  # eta from the average speed
+        with _progress(console) as progress:
             task = progress.add_task("starting", total=estimate)
-
-            def step(label: str, nominal: float, fn):
-                progress.update(task, description=label)
-                res = fn()
-                progress.advance(task, nominal)
-                if not interactive:
-                    console.print(f"[{_fmt_duration(time.monotonic() - started):>6}] {label}: "
-                                  f"{_brief(res)}")
-                return res
+            step = _stepper(console, progress, task, started)
 
             if opts.frag:
                 for w in workloads:
@@ -311,6 +322,28 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
     return 0
 
 
+def _progress(console: Console) -> Progress:
+    """The progress bar of a comparison (on a terminal only)."""
+    return Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                    console=console, transient=True, disable=not console.is_terminal,
+                    speed_estimate_period=900)  # eta from the average speed
+
+
+def _stepper(console: Console, progress: Progress, task, started: float):
+    """step(label, nominal seconds, fn): runs fn() as one step of the progress bar; off a
+    terminal, prints one line per step instead."""
+    def step(label: str, nominal: float, fn):
+        progress.update(task, description=label)
+        res = fn()
+        progress.advance(task, nominal)
+        if not console.is_terminal:
+            console.print(f"[{_fmt_duration(time.monotonic() - started):>6}] {label}: "
+                          f"{_brief(res)}")
+        return res
+    return step
+
+
 def _brief(res) -> str:
     if isinstance(res, runner.RunResult):
         return (f"{res.status}, {res.wall_s:.2f} s, peak RSS "
@@ -348,8 +381,132 @@ def _live_run(w, base_env, tracer, scratch: Path, opts, record) -> str:
     return f"peak live {peak:,} bytes" if peak else f"no trace ({res.status})"
 
 
+# ---- the regions suite (regions.py) --------------------------------------------------------------
+
+def _region_allocators(opts: CompareOptions, paths) -> tuple[list, list]:
+    """glibc always (bump and the peers' arenas run under it); then the allocators named, or
+    by default liblocus.so and the peers."""
+    if opts.allocators:
+        spec = opts.allocators if opts.allocators.strip() == "all" else \
+            ",".join([alloc_mod.BASELINE, opts.allocators])
+        notes = []
+    else:
+        disc = alloc_mod.discover(paths)
+        names = [a.name for a in disc.allocators
+                 if a.kind != "locus" or Path(a.library).name == "liblocus.so"]
+        spec = ",".join(names)
+        notes = ["Locus regions under liblocus.so only: --allocators all (or a list) for "
+                 "the other Locus libraries"] if len(names) < len(disc.allocators) else []
+    picked = CompareOptions(allocators=spec, baseline=alloc_mod.BASELINE)
+    allocs, _, more = _choose_allocators(picked, paths)
+    return allocs, notes + more
+
+
+def run_regions(opts: CompareOptions, console: Console) -> int:
+    """`locus compare --suite regions`: each region workload in each mode under the allocators
+    the mode runs under (regions.plan), repetitions interleaved."""
+    if opts.command:
+        raise LabError("--suite regions runs its own programs: no command after --")
+    if opts.cache:
+        raise LabError("--cache is not available with --suite regions")
+    workloads = regions.select_workloads(opts.workloads)
+    paths = find_paths(opts.build_dir)
+    program = paths.bench / regions.PROGRAM
+    if not program.is_file():
+        raise LabError(f"{program} is not built (run `make`)")
+    allocs, notes = _region_allocators(opts, paths)
+    modes, mode_notes = regions.peer_modes()
+    configs = regions.plan(allocs, workloads, modes)
+    reps = _repetitions(opts)
+    out = _output_folder(opts)
+    nominal = regions.NOMINAL_S / (20 if opts.quick else 1)
+    estimate = nominal * len(configs) * reps
+    for note in notes + mode_notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    console.print(f"[bold]locus compare --suite regions[/bold]: {len(configs)} "
+                  f"configurations x {reps} repetition(s); estimated "
+                  f"{_fmt_duration(estimate)}")
+    console.print("  allocators: " + ", ".join(a.name for a in allocs))
+    console.print("  workloads:  " + ", ".join(workloads) + "; modes: "
+                  + ", ".join(m for m in regions.MODES if any(c.mode == m for c in configs)))
+
+    base_env, env_notes = _base_environment()
+    meta = {**_meta_head(opts, paths, reps), "suite": regions.SUITE,
+            "baseline": alloc_mod.BASELINE,
+            "allocators": [a.to_json() for a in allocs],
+            "workloads": [{"name": w, "description": regions.WORKLOADS[w]} for w in workloads],
+            "configs": [asdict(c) for c in configs],
+            "notes": notes + mode_notes + env_notes}
+    try:
+        writer = results.ResultsWriter(out, meta)
+    except OSError as e:
+        raise LabError(f"cannot write to {out}: {e.strerror or e}") from None
+    profiles = out / regions.PROFILES
+    shutil.rmtree(profiles, ignore_errors=True)
+    profiles.mkdir()
+    by_name = {a.name: a for a in allocs}
+    runs: list = []
+    started = time.monotonic()
+    try:
+        with _progress(console) as progress:
+            task = progress.add_task("starting", total=estimate)
+            step = _stepper(console, progress, task, started)
+            for rep in range(reps):
+                for wi, w in enumerate(workloads):
+                    for c in _rotate([c for c in configs if c.workload == w], rep + wi):
+                        argv = regions.argv(program, c, opts.quick,
+                                            profiles / f"{c.stem}.csv" if rep == 0 else None)
+                        env = by_name[c.allocator].environment(base_env)
+                        res = step(f"rep {rep + 1}/{reps} {w} {c.label}", nominal,
+                                   lambda argv=argv, env=env: runner.run_once(
+                                       argv, env, None, opts.timeout, capture_stdout=True))
+                        data = res.to_json()
+                        parsed = regions.parse_output(data.pop("stdout", ""))
+                        entry = {"kind": "region", **asdict(c), "rep": rep, **data, **parsed,
+                                 "status": regions.run_status(data, parsed)}
+                        runs.append(entry)
+                        writer.add(entry)
+                        if entry["status"] not in ("ok", regions.UNAVAILABLE):
+                            progress.console.print(
+                                f"[red]{w} {c.label}: {entry['status']}[/red]"
+                                + (f" ({res.stderr_tail.splitlines()[-1][:120]})"
+                                   if res.stderr_tail else ""))
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted: the runs so far are in {out}; "
+                      f"`locus report {out}` draws them[/yellow]")
+        return 130
+    finally:
+        writer.close()
+    files = _region_report(out, meta, runs, console, opts.plots)
+    console.print(f"\nwrote {out}/: " + ", ".join(files)
+                  + f" (raw: {results.RUNS_FILE}, {results.META_FILE}, {regions.PROFILES}/); "
+                  f"took {_fmt_duration(time.monotonic() - started)}")
+    return 0
+
+
+def _region_report(folder: Path, meta: dict, runs: list, console: Console, plots: bool) -> list:
+    summary = regions.summarise(meta, runs)
+    regions.print_summary(console, summary, meta)
+    rows = regions.rows(summary)
+    try:
+        report.write_csv(folder / "runs.csv", runs)
+        report.write_csv(folder / "summary.csv", rows)
+        (folder / "summary.json").write_text(json.dumps(
+            {"suite": regions.SUITE, "flagship": summary["flagship"], "results": rows,
+             "checks": summary["checks"]}, indent=2) + "\n")
+        written = regions.plot_all(folder, summary) if plots else []
+        regions.write_markdown(folder, summary, meta, written)
+    except OSError as e:
+        raise LabError(f"cannot write the report into {folder}: {e.strerror or e}") from None
+    return ["report.md", "summary.csv", "summary.json", "runs.csv", *written]
+
+
 def run_report(folder: str, console: Console, plots: bool = True) -> int:
     meta, runs = results.load(folder)
+    if meta.get("suite") == regions.SUITE:
+        files = _region_report(Path(folder), meta, runs, console, plots)
+        console.print(f"\nwrote {folder}/: " + ", ".join(files))
+        return 0
     summary = results.summarise(meta, runs)
     report.print_summary(console, summary, meta)
     files = report.write_all(Path(folder), summary, meta, results.rows(summary), runs,

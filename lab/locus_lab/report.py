@@ -432,6 +432,20 @@ def _md_heap(summary, meta) -> list:
     return lines if len(lines) > 2 else []
 
 
+def md_failures(title: str, cells, label) -> list:
+    """A Markdown section listing the cells that did not end "ok", each with its status and
+    the last line the program wrote on stderr; nothing when all did."""
+    failures = [c for c in cells if c["status"] != "ok"]
+    if not failures:
+        return []
+    out = [f"## {title}", ""]
+    for c in failures:
+        detail = (c.get("failure") or "").strip().splitlines()
+        out.append(f"- {label(c)}: {c['status']}"
+                   + (f" — `{detail[-1][:160]}`" if detail else ""))
+    return out + [""]
+
+
 def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None:
     base = summary["baseline"]
     m = meta.get("machine", {})
@@ -473,14 +487,8 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
                 "_What each program asks of malloc, from one run under the tracer (glibc "
                 "underneath; the largest process); the denominator of the fragmentation "
                 "ratio._", ""] + heap + [""]
-    failures = [c for c in summary["cells"].values() if c["status"] != "ok"]
-    if failures:
-        out += ["## Failures", ""]
-        for c in failures:
-            detail = (c.get("failure") or "").strip().splitlines()
-            out.append(f"- {c['workload']} under {c['allocator']}: {c['status']}"
-                       + (f" — `{detail[-1][:160]}`" if detail else ""))
-        out.append("")
+    out += md_failures("Failures", summary["cells"].values(),
+                       lambda c: f"{c['workload']} under {c['allocator']}")
     out += ["## Allocators", "", "| name | kind | library | version |", "|---|---|---|---|"]
     for a in meta.get("allocators", []):
         out.append(f"| {a['name']} | {a['kind']} | {a.get('library') or '(none: the C library)'}"

@@ -44,13 +44,17 @@ class RunResult:
     stderr_tail: str = ""
     ru_maxrss_kib: int = 0      # the kernel's figure, inflated by the parent (see above)
     samples: int = 0
+    stdout: str = ""            # what the program printed, with capture_stdout only
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if not data["stdout"]:
+            del data["stdout"]
+        return data
 
 
 def _status_fields(pid: int, names: tuple) -> dict:
@@ -137,17 +141,19 @@ def _tail(path_or_file, limit: int = 2000) -> str:
 
 
 def run_once(argv: list, env: dict, cwd: str | None = None, timeout: float | None = None,
-             passthrough: bool = False) -> RunResult:
+             passthrough: bool = False, capture_stdout: bool = False) -> RunResult:
     """Runs argv to completion and measures it. A crash or a non-zero exit is a result; a
     program that cannot be started at all is a LabError.
 
-    Measured runs get no terminal: stdin and stdout are /dev/null and stderr is kept for the
-    report. With passthrough the program keeps the lab's terminal. (The child stays in the
-    lab's process group: Popen then starts it with vfork, so the first sample already sees
-    the new program, and Ctrl-C reaches it too.)"""
-    with tempfile.TemporaryFile() as err:
-        streams = {} if passthrough else {"stdin": subprocess.DEVNULL,
-                                          "stdout": subprocess.DEVNULL, "stderr": err}
+    Measured runs get no terminal: stdin and stdout are /dev/null (stdout goes to a file and
+    comes back in the result with capture_stdout) and stderr is kept for the report. With
+    passthrough the program keeps the lab's terminal. (The child stays in the lab's process
+    group: Popen then starts it with vfork, so the first sample already sees the new
+    program, and Ctrl-C reaches it too.)"""
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
+        streams = {} if passthrough else {
+            "stdin": subprocess.DEVNULL, "stderr": err,
+            "stdout": out if capture_stdout else subprocess.DEVNULL}
         start = time.perf_counter()
         try:
             proc = subprocess.Popen(argv, env=env, cwd=cwd, **streams)
@@ -174,6 +180,7 @@ def run_once(argv: list, env: dict, cwd: str | None = None, timeout: float | Non
         sampler.stop.set()
         sampler.join()
         stderr_tail = _tail(err)
+        stdout = _tail(out, 64 * 1024) if capture_stdout else ""
 
     exit_code, sig = None, None
     if os.WIFSIGNALED(status):
@@ -187,7 +194,7 @@ def run_once(argv: list, env: dict, cwd: str | None = None, timeout: float | Non
     return RunResult(state, wall, usage.ru_utime, usage.ru_stime, sampler.peak_rss_kib,
                      sampler.peak_anon_kib, int(usage.ru_minflt), int(usage.ru_majflt),
                      exit_code, sig, stderr_tail if state != "ok" else "",
-                     int(usage.ru_maxrss), sampler.samples)
+                     int(usage.ru_maxrss), sampler.samples, stdout)
 
 
 # ---- cachegrind ------------------------------------------------------------------------------

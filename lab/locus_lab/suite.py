@@ -153,16 +153,17 @@ def default_suite(paths: Paths, quick: bool) -> tuple[list, list]:
     return bench + real, w1 + w2
 
 
-def select_workloads(workloads: list, spec: str | None) -> list:
+def select_workloads(workloads: list, spec: str | None, kind: str = "") -> list:
+    """The workloads (Workload objects, or names) named in spec, "a,b,c"; all without one."""
     if not spec:
         return workloads
-    by_name = {w.name: w for w in workloads}
+    by_name = {(w if isinstance(w, str) else w.name): w for w in workloads}
     chosen = []
     for name in (s.strip() for s in spec.split(",")):
         if not name:
             continue
         if name not in by_name:
-            raise LabError(f"unknown or unavailable workload '{name}'; available: "
+            raise LabError(f"unknown or unavailable {kind}workload '{name}'; available: "
                            + ", ".join(by_name))
         chosen.append(by_name[name])
     if not chosen:
