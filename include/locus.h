@@ -36,7 +36,8 @@ size_t locus_purge(void);
 
 /* Counters, summed over all heaps at the moment of the call (racy but never torn per field). */
 typedef struct locus_stats {
-  uint64_t version;          /* layout version of this struct: 2 (1 lacked the lock fields) */
+  uint64_t version;          /* layout version of this struct: 3 (2 lacked the region fields,
+                                1 the lock fields) */
   uint64_t malloc_calls;     /* every successful allocation, whatever the entry point */
   uint64_t free_calls;       /* every free of a non-NULL pointer */
   uint64_t remote_frees;     /* frees of objects owned by another thread's heap */
@@ -58,6 +59,8 @@ typedef struct locus_stats {
   uint64_t lock_acquisitions; /* acquisitions of the locks (registry, abandoned heaps, page
                                  managers, the huge-object pool) */
   uint64_t lock_contended;   /* of those, the ones that found the lock held and waited */
+  uint64_t regions;          /* live regions (locus_region_create minus destroy) */
+  uint64_t region_bytes;     /* bytes regions hold: their chunks and big objects */
 } locus_stats_t;
 
 /* Fills *out; returns 0. */

@@ -30,6 +30,7 @@ static void global_init(void) {
   segment_cookie = seed | 1;
   free_marker_cookie = (seed * 0xBF58476D1CE4E5B9ull) & ~(uint64_t)0xF;   /* low bits free */
   design_global_init();
+  region_global_init();
   huge_heap = heap_create();
   atomic_store_explicit(&init_state, 2, memory_order_release);
   /* From here on allocation works, so calls that may allocate are safe. */
@@ -89,13 +90,16 @@ static NOINLINE void free_outside_segments(void *p, unsigned g, const char *call
   if (!p) return;
   if (g == GRANULE_NONE) locus_fatal(call, "invalid pointer", p);
   int saved = errno;
-  os_obj_free(p, call);
+  os_obj_t *o = os_obj_of(p, call);
+  if (o->region) region_free_queued_os(o, p);
+  else os_obj_free(p, call);
   errno = saved;
 }
 
 static NOINLINE void free_foreign_heap(heap_t *h, void *p, const char *call) {
   desc_t *d = desc_head(segment_of(p), p);
   if (d->kind == KIND_FREE) free_not_object(d, p, call);
+  if (kind_is_region(d->kind)) { region_free_queued(d, p, call); return; }
   if (!design_keep_foreign(tl_heap, d, p, call)) heap_free_remote(h, d, p, call);
 }
 
@@ -118,6 +122,7 @@ static size_t usable_impl(const void *p, const char *call) {
     segment_t *s = segment_of(p);
     desc_t *d = desc_head(s, p);
     if (d->kind >= KIND_DESIGN) return design_usable(d, p, call);
+    if (kind_is_region(d->kind)) return region_usable(d, p, call);
     if (d->kind == KIND_HUGE && p == desc_start(d)) return d->u.huge.usable;
     free_not_object(d, p, call);
   }
@@ -125,7 +130,16 @@ static size_t usable_impl(const void *p, const char *call) {
   locus_fatal(call, "invalid pointer", p);
 }
 
+/* Whether p is (or claims to be) a region object: realloc keeps those in their region. */
+static bool is_region_object(const void *p) {
+  unsigned g = segmap_get(p);
+  if (g == GRANULE_SEGMENT) return kind_is_region(desc_head(segment_of(p), p)->kind);
+  os_obj_t *o = g != GRANULE_NONE ? os_obj_find(p) : NULL;
+  return o && o->region;
+}
+
 static void *realloc_impl(void *p, size_t size) {
+  if (is_region_object(p)) return region_realloc_any(p, size);
   size_t usable = usable_impl(p, "realloc()");
   if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   if (segmap_get(p) == GRANULE_SEGMENT) {
@@ -222,7 +236,7 @@ LOCUS_API void *__libc_pvalloc(size_t size) { return pvalloc(size); }
 
 static void stats_collect(locus_stats_t *st) {
   memset(st, 0, sizeof *st);
-  st->version = 2;
+  st->version = 3;
   lock_acquire(&registry_lock);
   for (heap_t *h = registry; h; h = h->next_all) {
 #define LOAD(f) __atomic_load_n(&h->stats.f, __ATOMIC_RELAXED)
@@ -268,13 +282,16 @@ static void stats_collect(locus_stats_t *st) {
   st->bytes_discarded = atomic_load(&os_bytes_discarded);
   st->discard_calls = atomic_load(&os_discard_calls);
   st->heaps = atomic_load(&heaps_created);
+  st->regions = atomic_load(&regions_live);
+  st->region_bytes = atomic_load(&region_bytes_held);
 }
 
 #define STATS_FIELDS(X) \
   X(malloc_calls) X(free_calls) X(remote_frees) X(bytes_allocated) X(bytes_mapped) \
   X(bytes_committed) X(bytes_discarded) X(discard_calls) X(pages_in_use) X(pages_free) \
   X(blocks_in_use) X(huge_in_use) X(heaps) X(heaps_abandoned) X(search_words) \
-  X(search_words_max) X(searches) X(lock_acquisitions) X(lock_contended)
+  X(search_words_max) X(searches) X(lock_acquisitions) X(lock_contended) X(regions) \
+  X(region_bytes)
 
 LOCUS_API int locus_stats_get(locus_stats_t *out) {
   if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();

@@ -657,6 +657,8 @@ static void fork_parent(void) {
   if (!(fork_skipped & 1)) lock_release(&registry_lock);
 }
 
+static void region_fork_child(void);   /* region.h */
+
 static void fork_child(void) {
   for (heap_t *h = registry; h; h = h->next_all) {
     lock_reset(&h->lock);
@@ -676,6 +678,7 @@ static void fork_child(void) {
   }
   lock_reset(&huge_cache_lock);
   lock_reset(&registry_lock);
+  region_fork_child();
 }
 
 #endif

@@ -45,7 +45,7 @@
 #define LOCUS_HUGE_H
 
 #define OS_OBJ_MAGIC 0x4c6f6375734f626aull   /* "LocusObj" */
-enum { OS_OBJ_LIVE = 1, OS_OBJ_CACHED = 2 };
+enum { OS_OBJ_LIVE = 1, OS_OBJ_CACHED = 2, OS_OBJ_QUEUED = 3 /* a region's, freed by free() */ };
 #define OS_OBJ_PARTS 8            /* most mappings one object is made of */
 #define HUGE_POOL_PIECES 32       /* most pieces the pool holds */
 #define HUGE_PARTS_MAX 16384      /* past this many parts in live objects, no more gathering */
@@ -57,6 +57,8 @@ typedef struct os_obj {
   uint32_t state;
   uint32_t nparts;         /* part i is [part_end[i-1], part_end[i]) (part 0 from 0) */
   size_t part_end[OS_OBJ_PARTS];
+  struct locus_region *region;           /* a big region object's region, else NULL */
+  struct os_obj *region_next, *region_prev;   /* the region's list of big OS objects */
 } os_obj_t;
 
 typedef struct huge_piece {
@@ -297,19 +299,27 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   segmap_set(o, map_size, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
   if (zero && dirty > offset) memset((char *)o + offset, 0, (dirty < offset + size ? dirty : offset + size) - offset);
   o->state = OS_OBJ_LIVE;
+  o->region = NULL;
   atomic_fetch_add_explicit(&os_parts_live, nparts, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_objects_live, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_objects_bytes, map_size, memory_order_relaxed);
   return (char *)o + offset;
 }
 
-/* The header of the OS object holding p, checked; ends the program on a bad pointer. */
-static os_obj_t *os_obj_of(const void *p, const char *call) {
+/* The header of the OS object whose user pointer is p (in the pool or not), or NULL. */
+static os_obj_t *os_obj_find(const void *p) {
   uintptr_t g = (uintptr_t)p & ~SEGMENT_MASK;
   while (segmap_get((void *)g) == GRANULE_OS_TAIL) g -= SEGMENT_SIZE;
   os_obj_t *o = (os_obj_t *)g;
   if (segmap_get(o) != GRANULE_OS_HEAD || o->magic != (OS_OBJ_MAGIC ^ g) || (char *)o + o->offset != p)
-    locus_fatal(call, "invalid pointer", p);
+    return NULL;
+  return o;
+}
+
+/* The header of the live OS object holding p, checked; ends the program on a bad pointer. */
+static os_obj_t *os_obj_of(const void *p, const char *call) {
+  os_obj_t *o = os_obj_find(p);
+  if (!o) locus_fatal(call, "invalid pointer", p);
   if (o->state != OS_OBJ_LIVE) locus_fatal(call, "double free", p);
   return o;
 }
@@ -445,8 +455,11 @@ static void huge_free(heap_t *h, desc_t *r, void *p, const char *call) {
 static COLD __attribute__((noreturn)) void free_not_object(const desc_t *d, const void *p, const char *call) {
   locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
 }
+static void region_free_queued(desc_t *d, void *p, const char *call);   /* region.h */
+
 static NOINLINE void core_free(heap_t *h, desc_t *d, void *p, const char *call) {
   if (d->kind == KIND_HUGE) huge_free(h, d, p, call);
+  else if (kind_is_region(d->kind)) region_free_queued(d, p, call);
   else free_not_object(d, p, call);
 }
 

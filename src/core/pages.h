@@ -29,8 +29,13 @@ enum desc_kind {
   KIND_HEADER = 1,   /* segment header pages */
   KIND_HUGE = 2,     /* a huge object served as a run of pages (core) */
   KIND_INTERIOR = 3, /* a page of a run in use other than its head (back leads to the head) */
+  KIND_REGION = 4,   /* a region's chunk: objects laid end to end (core, region.h) */
+  KIND_REGION_BIG = 5,   /* one region object too big for a chunk (region.h) */
+  KIND_REGION_DEAD = 6,  /* debug builds: a destroyed region's run, inaccessible (region.h) */
   KIND_DESIGN = 8,   /* kinds >= 8 belong to the design (blocks, regions, ...) */
 };
+
+static inline bool kind_is_region(unsigned kind) { return kind >= KIND_REGION && kind <= KIND_REGION_DEAD; }
 
 enum desc_flags {
   FLAG_DIRTY = 1,    /* free run whose pages were not discarded */
@@ -47,6 +52,7 @@ struct __attribute__((aligned(64))) desc {
     struct { void *free; char *bump; char *end; } blk;             /* design blocks */
     struct { desc_t *dnext, *dprev; uint64_t freed_ms; } run;      /* free runs */
     struct { size_t usable; } huge;                                /* KIND_HUGE */
+    struct { struct locus_region *region; char *top; void *unused; } rgn;   /* KIND_REGION* */
     void *any[3];
   } u;
   uint32_t back;       /* pages back to the head of the run */

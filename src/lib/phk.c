@@ -15,5 +15,6 @@
 #include "../phk/phk.h"
 #include "../core/heap.h"
 #include "../core/huge.h"
+#include "../core/region.h"
 #include "../phk/phk.c.h"
 #include "../core/api.h"

@@ -12,5 +12,6 @@
 #include "../vam/vam.h"
 #include "../core/heap.h"
 #include "../core/huge.h"
+#include "../core/region.h"
 #include "../vam/vam.c.h"
 #include "../core/api.h"
