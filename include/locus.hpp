@@ -40,12 +40,13 @@ inline void *region_alloc(locus_region_t *r, std::size_t bytes, std::size_t alig
 
 }  // namespace detail
 
-// An owned region. A child (region(parent)) is destroyed by whichever comes first: this
-// object's destructor, or the parent's clear/destroy; in the second case this object is left
-// empty, so it never destroys a region twice. Clear a child through this object, not with
-// locus_region_clear on get(): the object would take that for the child's destruction.
-// An empty object (moved from, released, or a child its parent destroyed) allows only
-// assignment, destruction, clear() (nothing), stats() (zeros), get() and operator bool.
+// An owned region. region(parent) makes a child, never a copy (regions are not copyable).
+// A child is destroyed by whichever comes first: this object's destructor, or the parent's
+// clear/destroy; in the second case this object is left empty, so it never destroys a region
+// twice. Clear a child through this object, not with locus_region_clear on get(): the object
+// would take that for the child's destruction. An empty object (moved from, released, or a
+// child its parent destroyed) allows only assignment, destruction, clear() (nothing),
+// stats() (zeros), get() and operator bool.
 class region {
  public:
   region() : r_(locus_region_create(nullptr)) {

@@ -129,6 +129,16 @@ static void t_pmr() {
   }
   CHECK_EQ(live(r), 0);
 
+  // strings made and dropped over and over live in the space of the first one
+  uint64_t held = 0;
+  for (int i = 0; i < 10000; i++) {
+    std::pmr::string t(text.c_str(), &res);
+    t += t;
+    if (i == 0) held = r.stats().bytes_held;
+  }
+  CHECK_EQ(r.stats().bytes_held, held);
+  CHECK_EQ(live(r), 0);
+
   locus::region other;
   locus::region_resource same(r.get()), different(other);
   CHECK(res == same);
