@@ -78,7 +78,7 @@ struct locus_region {
 };
 
 static uint64_t region_cookie;
-static uint32_t region_salt;                 /* chunk generations (salts the markers) */
+static _Atomic uint32_t region_salt;         /* chunk generations (salts the markers) */
 static _Atomic uint64_t regions_live, region_bytes_held;
 
 /* ---- chunk geometry ------------------------------------------------------------------------ */
@@ -188,7 +188,7 @@ static void region_chunk_reset(locus_region_t *r, desc_t *d, bool clean) {
   size_t bytes = desc_bytes(d);
   if (!clean) memset(bits, 0, region_bitmap_bytes(bytes));
   d->u.rgn.top = desc_start(d) + bytes;
-  d->obj_size = ++region_salt;
+  d->obj_size = atomic_fetch_add_explicit(&region_salt, 1, memory_order_relaxed) + 1;
   bit_set(bits, granule_of(d, chunk_base(r, d)));
   bit_set(bits, bytes / REGION_GRANULE);
   if (!clean) d->flags &= (uint16_t)~FLAG_CLEAN;
