@@ -118,11 +118,11 @@ static void t_front_move(void) {
 }
 
 static void t_coalescing(void) {
-  /* Three neighbouring large objects in a fresh region. */
+  /* Three neighbouring large objects in a fresh large area. */
   char *a = malloc(3000), *b = malloc(3000), *c = malloc(3000);
   size_t chunk = (size_t)(b - a);
   CHECKF(c - b == (ptrdiff_t)chunk && chunk >= 3000 && chunk < 3100, "not neighbours");
-  char *guard = malloc(3000);   /* keeps the merged chunk from merging with the region's rest */
+  char *guard = malloc(3000);   /* keeps the merged chunk from merging with the area's rest */
   free(a);
   free(c);
   free(b);

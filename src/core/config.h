@@ -6,7 +6,8 @@
  *            header and one descriptor per page.
  *   run      consecutive pages of a segment handed out by the page manager as one unit.
  *   block    a run dedicated to one size class of a design (vam: 1 page small, 4 pages medium).
- *   region   a run holding large objects with boundary tags (vam).
+ *   area     a run holding large objects with boundary tags (vam's "large area").
+ *   region   a user's region (locus_region_*): chunks of objects freed together (region.h).
  *   heap     per-thread allocator state: the design's lists plus a page manager.
  *   huge     an object bigger than the design serves: a run object or, past the OS threshold,
  *            its own mapping (an "OS object").

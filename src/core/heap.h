@@ -364,7 +364,7 @@ __attribute__((unused)) static void pages_policy(heap_t *h) {
   pages_shared_decay(now);
 }
 
-/* A design's block or region goes back to the page manager. */
+/* A design's block or large area goes back to the page manager. */
 static void block_release(heap_t *h, desc_t *r) {
   h->stats.blocks_in_use--;
   pages_free(h, r);

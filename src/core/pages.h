@@ -32,7 +32,7 @@ enum desc_kind {
   KIND_REGION = 4,   /* a region's chunk: objects laid end to end (core, region.h) */
   KIND_REGION_BIG = 5,   /* one region object too big for a chunk (region.h) */
   KIND_REGION_DEAD = 6,  /* debug builds: a destroyed region's run, inaccessible (region.h) */
-  KIND_DESIGN = 8,   /* kinds >= 8 belong to the design (blocks, regions, ...) */
+  KIND_DESIGN = 8,   /* kinds >= 8 belong to the design (blocks, large areas, ...) */
 };
 
 static inline bool kind_is_region(unsigned kind) { return kind >= KIND_REGION && kind <= KIND_REGION_DEAD; }

@@ -29,7 +29,8 @@
  *    holds its bin link in word 0 and region_marker() in word 1. free_objects/free_bytes
  *    count them.
  *  - reuse is false while nothing was freed since creation or the last clear: then the bins
- *    hold only chunk tails and alignment gaps, and allocation never looks at them.
+ *    hold only chunk tails and alignment gaps, and allocation never looks at them. limit is
+ *    end while reuse is false, NULL after.
  *  - r->remote is a stack (linked through word 0) of objects free() queued from any thread,
  *    each marked region_marker() | 1: applied by the region's next operation.
  */
@@ -58,10 +59,12 @@ struct region_callback {
 struct locus_region {
   /* The allocation path's line. */
   char *bump, *end;              /* current chunk: next object, end of its objects area */
+  char *limit;                   /* end in bump mode, NULL once reuse is on: the fast path's
+                                    one test covers both */
   char *origin;                  /* current chunk's start: its bitmap, granule 0 */
+  _Atomic(void *) remote;        /* objects free() queued, from any thread */
   bool reuse;                    /* something was freed since creation or the last clear */
   bool cur_clean;                /* the current chunk's unbumped part reads as zero */
-  _Atomic(void *) remote;        /* objects free() queued, from any thread */
   uint64_t magic;                /* region_cookie ^ address while the region lives */
   desc_t *cur, *first;           /* current chunk; the chunk that holds this struct */
   void *exact[REGION_EXACT_BINS];
@@ -78,7 +81,7 @@ struct locus_region {
 };
 
 static uint64_t region_cookie;
-static uint32_t region_salt;                 /* chunk generations (salts the markers) */
+static _Atomic uint32_t region_salt;         /* chunk generations (salts the markers) */
 static _Atomic uint64_t regions_live, region_bytes_held;
 
 /* ---- chunk geometry ------------------------------------------------------------------------ */
@@ -188,7 +191,7 @@ static void region_chunk_reset(locus_region_t *r, desc_t *d, bool clean) {
   size_t bytes = desc_bytes(d);
   if (!clean) memset(bits, 0, region_bitmap_bytes(bytes));
   d->u.rgn.top = desc_start(d) + bytes;
-  d->obj_size = ++region_salt;
+  d->obj_size = atomic_fetch_add_explicit(&region_salt, 1, memory_order_relaxed) + 1;
   bit_set(bits, granule_of(d, chunk_base(r, d)));
   bit_set(bits, bytes / REGION_GRANULE);
   if (!clean) d->flags &= (uint16_t)~FLAG_CLEAN;
@@ -231,6 +234,7 @@ static void region_chunk_use(locus_region_t *r, desc_t *d, bool clean) {
   r->origin = desc_start(d);
   r->bump = chunk_base(r, d);
   r->end = desc_start(d) + desc_bytes(d);
+  r->limit = r->reuse ? NULL : r->end;
   r->cur_clean = clean;
 }
 
@@ -380,17 +384,28 @@ static void region_check_handle(const locus_region_t *r, const char *call) {
     region_invalid(call, r);
 }
 
-/* The bump fast path: what a pure bump region does, plus one bit (the object's end). */
+/* The fast paths: in bump mode what a pure bump region does, plus one bit (the object's
+ * end); in reuse mode a pop from the exact bin. */
 static ALWAYS_INLINE void *region_alloc(locus_region_t *r, size_t size, bool zero, const char *call) {
   if (cfg_debug) region_check_handle(r, call);
   size_t need = align_up(size, REGION_GRANULE);
   char *p = r->bump, *next = p + need;
-  if (likely(size - 1 < REGION_BUMP_MAX && next <= r->end && !r->reuse && !zero) &&
-      likely(!atomic_load_explicit(&r->remote, memory_order_relaxed))) {
-    r->bump = next;
-    size_t i = (size_t)(next - r->origin) / REGION_GRANULE;
-    ((uint64_t *)r->origin)[i >> 6] |= 1ull << (i & 63);
-    return p;
+  if (likely(size - 1 < REGION_BUMP_MAX) && likely(!atomic_load_explicit(&r->remote, memory_order_relaxed))) {
+    if (likely(next <= r->limit)) {
+      r->bump = next;
+      size_t i = (size_t)(next - r->origin) / REGION_GRANULE;
+      ((uint64_t *)r->origin)[i >> 6] |= 1ull << (i & 63);
+      if (zero && !r->cur_clean) memset(p, 0, need);
+      return p;
+    }
+    if (r->reuse && need <= REGION_EXACT_MAX && (p = r->exact[need / REGION_GRANULE])) {
+      r->exact[need / REGION_GRANULE] = *(void **)p;
+      ((uintptr_t *)p)[1] = 0;
+      r->free_objects--;
+      r->free_bytes -= need;
+      if (zero) memset(p, 0, need);
+      return p;
+    }
   }
   return region_alloc_slow(r, size, REGION_GRANULE, zero);
 }
@@ -426,6 +441,7 @@ static void region_free_object(locus_region_t *r, desc_t *d, void *p, bool queue
     region_bin_push(r, d, p, region_object_size(d, i));
   }
   r->reuse = true;
+  r->limit = NULL;
   r->frees++;
 }
 

@@ -1,4 +1,4 @@
-/* vam.c.h — the Vam policy: page blocks, ordered per-size allocation, large regions.
+/* vam.c.h — the Vam policy: page blocks, ordered per-size allocation, large areas.
  * Types and invariants are in vam.h. Included once, by the library's unity file. */
 
 static sizeclass_table_t vam_classes;
@@ -69,7 +69,7 @@ static inline unsigned vam_cache_index(size_t npages) { return npages != VAM_SMA
 /* The flagship's free fast path (design_free): blocks whose slots hold a link and a marker
  * word. Its descriptor test is the slot test itself: aux (ceil(2^32 / slot size)) is nonzero
  * only on the pages of a block the fast path serves (every page of it: vam_block_mark), so a
- * multiple-of-the-slot test that fails sends everything else (8-byte slots, regions, core
+ * multiple-of-the-slot test that fails sends everything else (8-byte slots, large areas, core
  * runs, interior pointers) to vam_free_other with no test of the kind. */
 static const bool cfg_fast_free = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
 
@@ -281,11 +281,11 @@ static inline void chunk_set(chunk_t *c, uint32_t prev_size, uint32_t size) {
   c->check = chunk_cookie ^ (uintptr_t)c;
 }
 
-static chunk_t *region_new(heap_t *h) {
+static chunk_t *large_area_new(heap_t *h) {
   bool clean;
-  desc_t *r = pages_alloc(h, VAM_REGION_PAGES, 1, &clean);
+  desc_t *r = pages_alloc(h, VAM_AREA_PAGES, 1, &clean);
   if (!r) return NULL;
-  r->kind = KIND_VAM_REGION;
+  r->kind = KIND_VAM_LARGE;
   h->stats.blocks_in_use++;
   char *start = desc_start(r), *end = start + desc_bytes(r);
   chunk_t *c = (chunk_t *)start, *sentinel = (chunk_t *)(end - CHUNK_HEADER);
@@ -324,8 +324,8 @@ static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
   if (b >= 0) {
     c = h->d.bins[b];
     chunk_bin_remove(h, c);
-    if (h->d.spare_region && desc_head(segment_of(c), c) == h->d.spare_region) h->d.spare_region = NULL;
-  } else if (!(c = region_new(h))) {
+    if (h->d.spare_area && desc_head(segment_of(c), c) == h->d.spare_area) h->d.spare_area = NULL;
+  } else if (!(c = large_area_new(h))) {
     return alloc_failed();
   }
   c->size |= CHUNK_INUSE;
@@ -382,10 +382,10 @@ static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *c
   }
   chunk_next(c)->prev_size = chunk_size(c);
   bool empty = (char *)c == desc_start(r) && chunk_next(c)->size == CHUNK_INUSE;
-  if (empty && (opt.discard == DISCARD_IMMEDIATE || (h->d.spare_region && h->d.spare_region != r))) {
+  if (empty && (opt.discard == DISCARD_IMMEDIATE || (h->d.spare_area && h->d.spare_area != r))) {
     block_release(h, r);
   } else {
-    if (empty) h->d.spare_region = r;
+    if (empty) h->d.spare_area = r;
     chunk_bin_insert(h, c);
     if (opt.discard == DISCARD_IMMEDIATE) chunk_discard(c);
   }
@@ -403,7 +403,7 @@ static bool vam_resize_large(heap_t *h, desc_t *r, void *p, size_t size) {
     chunk_t *after = chunk_next(c);
     if ((after->size & CHUNK_INUSE) || have + chunk_size(after) < want) return false;
     chunk_bin_remove(h, after);
-    if (h->d.spare_region == r) h->d.spare_region = NULL;
+    if (h->d.spare_area == r) h->d.spare_area = NULL;
     c->size += chunk_size(after);
     chunk_next(c)->prev_size = chunk_size(c);
   }
@@ -523,7 +523,7 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
 
 static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
   if (d->kind == KIND_VAM_BLOCK) vam_free_block(h, d, p, off, call);
-  else if (d->kind == KIND_VAM_REGION) vam_free_large(h, d, p, call);
+  else if (d->kind == KIND_VAM_LARGE) vam_free_large(h, d, p, call);
   else core_free(h, d, p, call);
 }
 
@@ -548,7 +548,7 @@ static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const cha
 }
 
 /* What the fast path's slot test sent on: a block with 8-byte slots, an interior pointer,
- * anything else in a run (a region, a core run), from any page of it. */
+ * anything else in a run (a large area, a core run), from any page of it. */
 static NOINLINE void vam_free_other(heap_t *h, desc_t *d, void *p, const char *call) {
   size_t off = ((uintptr_t)p & (os_page_size - 1)) + ((size_t)d->back << os_page_shift);
   design_free_run(h, d - d->back, p, off, call);
@@ -560,7 +560,7 @@ static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char 
      * offset in the page. */
     uint32_t off = (uint32_t)((uintptr_t)p & (os_page_size - 1));
     if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, off, call);
-    else free_in_run(h, p, call);   /* a medium block's other pages, regions, core runs */
+    else free_in_run(h, p, call);   /* a medium block's other pages, large areas, core runs */
     return;
   }
   /* Any page of a block the fast path serves: back leads to the block's head (0 on it). */
@@ -634,7 +634,7 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
       if ((*mark | REMOTE_MARK) == (free_marker(slot) | REMOTE_MARK)) locus_fatal(call, "double free", p);
       *mark = free_marker(slot) ^ REMOTE_MARK;
     }
-  } else if (d->kind == KIND_VAM_REGION) {
+  } else if (d->kind == KIND_VAM_LARGE) {
     bool alias;
     chunk_of(d, p, call, &alias);
   } else {
@@ -647,7 +647,7 @@ static size_t design_usable(desc_t *d, const void *p, const char *call) {
     vam_slot_index(d, p, call);
     return d->obj_size - (cfg_small_headers ? d->aux8 : 0);
   }
-  if (d->kind == KIND_VAM_REGION) {
+  if (d->kind == KIND_VAM_LARGE) {
     bool alias;
     chunk_t *c = chunk_of(d, p, call, &alias);
     return (size_t)((char *)c + chunk_size(c) - (char *)p);
@@ -661,7 +661,7 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
     size_t usable = d->obj_size - (cfg_small_headers ? d->aux8 : 0);
     return size <= usable && size > usable / 2;
   }
-  if (d->kind == KIND_VAM_REGION) return vam_resize_large(h, d, p, size);
+  if (d->kind == KIND_VAM_LARGE) return vam_resize_large(h, d, p, size);
   return false;
 }
 
@@ -674,10 +674,10 @@ static void design_release_spares(heap_t *h) {
   }
   for (unsigned k = 0; k < 2; k++)
     while (h->d.ncache[k]) vam_block_release(h, h->d.cache[k][--h->d.ncache[k]]);
-  desc_t *r = h->d.spare_region;
+  desc_t *r = h->d.spare_area;
   if (r) {
     chunk_t *c = (chunk_t *)desc_start(r);
-    h->d.spare_region = NULL;
+    h->d.spare_area = NULL;
     if (!(c->size & CHUNK_INUSE) && chunk_next(c)->size == CHUNK_INUSE) {
       chunk_bin_remove(h, c);
       block_release(h, r);
@@ -770,7 +770,7 @@ static size_t design_check(heap_t *h) {
         bad += vam_check_block(h, r);
         if (vam_block_full(r)) listed++;   /* on the implicit full list */
       }
-      if (r->kind != KIND_VAM_REGION) continue;
+      if (r->kind != KIND_VAM_LARGE) continue;
       char *start = desc_start(r), *end = start + desc_bytes(r) - CHUNK_HEADER;
       uint32_t prev = 0;
       bool prev_free = false;

@@ -4,7 +4,7 @@
  *   small   <= 127 B   page blocks of one page, one size class each; classes 8 B apart, slots
  *                      rounded up to the quantum (24 and 32 B: both 32-byte slots, own blocks)
  *   medium  128-496 B  page blocks of four pages
- *   large   497 B-32 KiB  boundary-tagged chunks in shared 20-page regions, best fit through
+ *   large   497 B-32 KiB  boundary-tagged chunks in shared 20-page large areas, best fit through
  *                      an indexed free-list table (one exact bin per 16 B, a bitmap over bins)
  *   huge    > 32 KiB   runs of pages / own mappings (core, huge.h)
  *
@@ -39,7 +39,7 @@
  *    first page. It is cleared before a block goes back to the page manager.
  *  - avail lists are doubly linked except that the head's prev is not kept (the head is known
  *    by avail[c] == b).
- *  - In a region, chunks tile [start, end - 16); prev_size of each chunk equals the size of
+ *  - In a large area, chunks tile [start, end - 16); prev_size of each chunk equals the size of
  *    the chunk before it; no two free chunks are adjacent; every free chunk is in the bin of
  *    its size; the header at end - 16 is an in-use chunk of size 0.
  */
@@ -48,10 +48,10 @@
 
 #define VAM_SMALL_LIMIT   128      /* objects below this live in 1-page blocks */
 #define VAM_MEDIUM_MAX    496      /* largest object in a page block */
-#define VAM_LARGE_MAX     32768    /* largest object in a region */
+#define VAM_LARGE_MAX     32768    /* largest object in a large area */
 #define VAM_SMALL_PAGES   1
 #define VAM_MEDIUM_PAGES  4
-#define VAM_REGION_PAGES  20
+#define VAM_AREA_PAGES  20
 #define VAM_MAX_CLASSES   64
 #define VAM_CACHE_BLOCKS  16       /* empty blocks a heap keeps aside, per block size */
 
@@ -72,7 +72,7 @@ static const bool cfg_small_headers = LOCUS_VAM_SMALL_HEADERS;
 static const bool cfg_block_bitmap = LOCUS_VAM_BITMAP;
 #define SMALL_HEADER QUANTUM
 
-enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_REGION, KIND_VAM_FOREIGN };
+enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
 
 /* The foreign-object cache (flagship only: its slots hold a link and a marker word). A small
  * object that a thread frees but another heap owns is kept, up to VAM_FOREIGN_MAX per class,
@@ -92,7 +92,7 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_REGION, KIND_VAM_FOREIGN };
 
 typedef struct chunk chunk_t;
 struct chunk {
-  uint32_t prev_size;   /* bytes of the previous chunk (0: first in region); for an aligned
+  uint32_t prev_size;   /* bytes of the previous chunk (0: first in its area); for an aligned
                            alias header, the distance back to the real header */
   uint32_t size;        /* bytes including this header, | CHUNK_INUSE | CHUNK_ALIAS */
   uint64_t check;       /* chunk_cookie ^ address: this really is a header */
@@ -124,7 +124,7 @@ typedef struct design_heap {
   unsigned ncache[2];
   chunk_t *bins[LARGE_BINS];
   bitmap2_t binmap;
-  desc_t *spare_region;          /* an empty region kept for reuse (not immediate policy) */
+  desc_t *spare_area;            /* an empty large area kept for reuse (not immediate policy) */
   uint64_t foreign_flushed;      /* cached foreign objects sent home (counted as a malloc and a
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
