@@ -404,7 +404,7 @@ def _pyplot():
     return plt
 
 
-def _bar_panel(ax, summary, key, ylabel, log=False, ref=None):
+def _bar_panel(ax, summary, key, ylabel, log=False, ref=None, unit=1.0):
     works = summary["workloads"]
     labels = []
     for c in summary["configs"]:
@@ -420,7 +420,7 @@ def _bar_panel(ax, summary, key, ylabel, log=False, ref=None):
             cell = summary["cells"].get((w, mode, alloc))
             if cell and cell["status"] == "ok" and cell.get(key):
                 xs.append(g - 0.4 + width * (i + 0.5))
-                ys.append(cell[key])
+                ys.append(cell[key] / unit)
         ax.bar(xs, ys, width, label=lab, color=cmap(i % cmap.N))
     if ref is not None:
         ax.axhline(ref, color="black", linewidth=0.8, linestyle="--")
@@ -428,7 +428,10 @@ def _bar_panel(ax, summary, key, ylabel, log=False, ref=None):
     ax.set_xticklabels(works)
     ax.set_ylabel(ylabel)
     if log:
+        from matplotlib.ticker import NullFormatter, ScalarFormatter
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
     ax.grid(axis="y", alpha=0.3)
 
 
@@ -468,7 +471,7 @@ def plot_all(folder: Path, summary: dict) -> list:
 
     fig, ax = plt.subplots(2, 1, figsize=(11, 8), squeeze=False)
     axes = [ax[0][0], ax[1][0]]
-    _bar_panel(axes[0], summary, "maxrss_kib", "peak RSS (KiB)", log=True)
+    _bar_panel(axes[0], summary, "maxrss_kib", "peak RSS (MiB)", unit=1024.0)
     _bar_panel(axes[1], summary, "held_live_area", "held / live (areas)", log=True, ref=1.0)
     _save(plt, fig, axes, folder / "regions_memory.png",
           "Region workloads: peak RSS and memory held over memory live")
