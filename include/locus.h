@@ -122,7 +122,7 @@ int locus_region_on_destroy(locus_region_t *region, void (*fn)(void *arg), void 
 /* The region p (an object's address) belongs to, or NULL if p is not a live region object. */
 locus_region_t *locus_region_of(const void *p);
 
-typedef struct locus_region_stats {
+typedef struct locus_region_counters {
   uint64_t objects_live;     /* objects allocated and not freed (in chunks and big objects) */
   uint64_t bytes_live;       /* their usable bytes */
   uint64_t bytes_held;       /* bytes the region holds: its chunks and big objects */

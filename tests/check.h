@@ -296,7 +296,9 @@ typedef struct test_section {
   void (*fn)(void);
 } test_section_t;
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
@@ -355,6 +357,133 @@ static TEST_UNUSED int test_run_sections(int argc, char **argv, const test_secti
     }
   }
   if (failed) test_fdprintf(2, "%d of %zu sections failed\n", failed, n);
+  return failed ? 1 : 0;
+}
+
+/* ---- misuse in a child process ------------------------------------------------------------
+ *
+ * test_run_child(fn, &c) runs fn in a forked child with stderr captured, no core file, and
+ * SIGABRT at its default action; the child reports the address its misuse passes with
+ * test_report_address(p) before committing it. Afterwards c holds how the child ended, the
+ * reported address and what it wrote to stderr. A child still running after 20 s is killed
+ * (c.hung). Nothing here allocates in the child besides what fn does. */
+typedef struct test_child {
+  int status;      /* the wait status (when not hung) */
+  bool hung;       /* still running at the deadline: killed */
+  bool reported;   /* the child reported an address ... */
+  uintptr_t addr;  /* ... this one */
+  char *err;       /* its stderr, NUL-terminated (a static buffer: the next run reuses it) */
+  size_t err_len;
+  char how[64];    /* the end in words: "signal 6 (Aborted)", "exit status 1" */
+} test_child_t;
+
+static TEST_UNUSED int test_report_fd = -1; /* child -> parent: the address the misuse passes */
+
+static TEST_UNUSED void test_report_address(const void *p) {
+  char buf[32];
+  int n = snprintf(buf, sizeof buf, "%llx\n", (unsigned long long)(uintptr_t)p);
+  if (write(test_report_fd, buf, (size_t)n) != n) _exit(3);
+}
+
+/* Reads fd to EOF (or a first newline when stop_at_newline, or until the deadline) into buf;
+ * returns the length. */
+static TEST_UNUSED size_t test_read_all(int fd, char *buf, size_t len, double deadline,
+                                        int stop_at_newline) {
+  size_t got = 0;
+  for (;;) {
+    double left = deadline - test_now();
+    if (left <= 0) break;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int r = poll(&pfd, 1, (int)(left * 1000) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    ssize_t n = read(fd, buf + got, len - 1 - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+    if (got + 1 >= len) break;
+    if (stop_at_newline && memchr(buf, '\n', got)) break;
+  }
+  buf[got] = 0;
+  return got;
+}
+
+static TEST_UNUSED void test_run_child(void (*fn)(void), test_child_t *c) {
+  static char err[65536];
+  int err_pipe[2], addr_pipe[2];
+  memset(c, 0, sizeof *c);
+  CHECK(pipe(err_pipe) == 0 && pipe(addr_pipe) == 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    /* SIGABRT must end the process even if something installed a handler */
+    signal(SIGABRT, SIG_DFL);
+    close(err_pipe[0]);
+    close(addr_pipe[0]);
+    dup2(err_pipe[1], 2);
+    close(err_pipe[1]);
+    test_report_fd = addr_pipe[1];
+    fn();
+    _exit(0);
+  }
+  close(err_pipe[1]);
+  close(addr_pipe[1]);
+  double deadline = test_now() + 20.0;
+  char addr_text[64];
+  size_t an = test_read_all(addr_pipe[0], addr_text, sizeof addr_text, deadline, 1);
+  c->err_len = test_read_all(err_pipe[0], err, sizeof err, deadline, 0);
+  c->err = err;
+  close(addr_pipe[0]);
+  close(err_pipe[0]);
+  int st = 0, done = 0;
+  while (!done && test_now() < deadline) {
+    pid_t w = waitpid(pid, &st, WNOHANG);
+    if (w == pid) done = 1;
+    else if (w < 0 && errno != EINTR) break;
+    else usleep(2000);
+  }
+  if (!done) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    c->hung = true;
+  }
+  c->status = st;
+  c->reported = an > 0;
+  if (an) c->addr = (uintptr_t)strtoull(addr_text, NULL, 16);
+  if (WIFSIGNALED(st))
+    snprintf(c->how, sizeof c->how, "signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+  else
+    snprintf(c->how, sizeof c->how, "exit status %d", WEXITSTATUS(st));
+}
+
+/* Runs a program's misuse cases: every case, or those the command line names. run(i) returns
+ * 0 (passed), 1 (failed, reported) or -1 (does not apply here). Returns main's exit status:
+ * 2 for a name that is no case. */
+static TEST_UNUSED int test_run_cases(int argc, char **argv, size_t n,
+                                      const char *(*name)(size_t), int (*run)(size_t)) {
+  for (int a = 1; a < argc; a++) {
+    size_t i = 0;
+    while (i < n && strcmp(argv[a], name(i))) i++;
+    if (i < n) continue;
+    test_fdprintf(2, "no case '%s'; cases:", argv[a]);
+    for (i = 0; i < n; i++) test_fdprintf(2, " %s", name(i));
+    test_fdprintf(2, "\n");
+    return 2;
+  }
+  int failed = 0, ran = 0;
+  for (size_t i = 0; i < n; i++) {
+    bool wanted = argc < 2;
+    for (int a = 1; a < argc; a++) wanted |= !strcmp(argv[a], name(i));
+    if (!wanted) continue;
+    int r = run(i);
+    if (r < 0) continue;
+    ran++;
+    failed += r;
+  }
+  if (failed) test_fdprintf(2, "%d of %d cases failed\n", failed, ran);
   return failed ? 1 : 0;
 }
 

@@ -24,7 +24,8 @@
  *  - In a chunk, the objects area is [base, top): top is r->bump for r->cur, the chunk's end
  *    for every other used chunk (the tail left when a chunk is retired is a free object).
  *    Granules in it are tiled by objects, free objects and (first chunk) nothing else.
- *  - A free object is on exactly one bin: exact[size / 16] up to REGION_EXACT_MAX, else
+ *  - A free object is on exactly one bin: exact[size / 16] up to REGION_EXACT_MAX (its bit
+ *    in exact_map set), else
  *    sized[b] (with its size in word 2) where b is the bin whose range holds its size; it
  *    holds its bin link in word 0 and region_marker() in word 1. free_objects/free_bytes
  *    count them.
@@ -70,6 +71,8 @@ struct locus_region {
   void *exact[REGION_EXACT_BINS];
   void *sized[REGION_SIZED_BINS];
   uint32_t sized_map;            /* bit b: sized[b] is not empty */
+  uint64_t exact_map;            /* bit i - 1: exact[i] may not be empty (set on every push,
+                                    cleared lazily by the search that finds it empty) */
   desc_t *chunks, *spare;        /* chunks in use (linked via next) / kept by a clear */
   desc_t *bigs;                  /* big runs (next/prev) */
   os_obj_t *big_os;              /* big OS objects (region_next/prev) */
@@ -127,14 +130,6 @@ static inline unsigned sized_bin_floor(size_t size) {
   unsigned e = log2_floor(size);
   return (e - 10) * 4 + (unsigned)((size >> (e - 2)) & 3);
 }
-static inline size_t sized_bin_min(unsigned b) {
-  return ((size_t)1 << (10 + b / 4)) + ((size_t)(b % 4) << (8 + b / 4));
-}
-/* The first bin all of whose objects hold `size` bytes. */
-static inline unsigned sized_bin_ceil(size_t size) {
-  unsigned b = sized_bin_floor(size);
-  return sized_bin_min(b) == size ? b : b + 1;
-}
 
 /* Puts free object p (size bytes, in chunk d) on its bin. */
 static void region_bin_push(locus_region_t *r, desc_t *d, void *p, size_t size) {
@@ -143,6 +138,7 @@ static void region_bin_push(locus_region_t *r, desc_t *d, void *p, size_t size) 
   if (size <= REGION_EXACT_MAX) {
     w[0] = (uintptr_t)r->exact[size / REGION_GRANULE];
     r->exact[size / REGION_GRANULE] = p;
+    r->exact_map |= 1ull << (size / REGION_GRANULE - 1);
   } else {
     unsigned b = sized_bin_floor(size);
     w[0] = (uintptr_t)r->sized[b];
@@ -154,28 +150,68 @@ static void region_bin_push(locus_region_t *r, desc_t *d, void *p, size_t size) 
   r->free_bytes += size;
 }
 
-/* A free object of at least `need` bytes from the bins, or NULL; *size gets its size. */
-static void *region_bin_pop(locus_region_t *r, size_t need, size_t *size) {
+static inline size_t free_object_size(const void *p, size_t bin_size) {
+  return bin_size ? bin_size : ((const size_t *)p)[2];
+}
+
+/* Unlinks a fitting object from list *at (objects of bin_size bytes; 0: sizes vary): among
+ * the first REGION_BIN_SCAN, the first of at least `need` bytes at alignment `align`. */
+#define REGION_BIN_SCAN 8
+static void *region_bin_take(void **at, size_t bin_size, size_t need, size_t align) {
+  for (unsigned n = 0; *at && n < REGION_BIN_SCAN; n++, at = (void **)*at) {
+    void *p = *at;
+    if (free_object_size(p, bin_size) >= need && !((uintptr_t)p & (align - 1))) {
+      *at = *(void **)p;
+      return p;
+    }
+  }
+  return NULL;
+}
+
+/* A free object of at least `need` bytes at alignment `align` from the bins, or NULL; *size
+ * gets its size. Exact bins hold one size; a sized bin's objects are scanned a little for one
+ * that fits (so a freed object is found again by a request of its own size), then the next
+ * non-empty bin up, all of whose objects fit, gives its first. */
+static void *region_bin_pop(locus_region_t *r, size_t need, size_t align, size_t *size) {
   void *p;
   if (need <= REGION_EXACT_MAX) {
-    void **bin = &r->exact[need / REGION_GRANULE];
-    if (!(p = *bin)) return NULL;
-    *bin = *(void **)p;
+    if (!(p = region_bin_take(&r->exact[need / REGION_GRANULE], need, need, align))) return NULL;
     *size = need;
   } else {
-    unsigned from = sized_bin_ceil(need);
-    uint32_t map = from < 32 ? r->sized_map & (~0u << from) : 0;
-    if (!map) return NULL;
-    unsigned b = (unsigned)__builtin_ctz(map);
-    p = r->sized[b];
-    r->sized[b] = *(void **)p;
+    unsigned b = sized_bin_floor(need);
+    if (!(p = region_bin_take(&r->sized[b], 0, need, align))) {
+      uint32_t map = b + 1 < 32 ? r->sized_map & (~0u << (b + 1)) : 0;
+      if (!map || align > REGION_GRANULE) return NULL;
+      p = region_bin_take(&r->sized[b = (unsigned)__builtin_ctz(map)], 0, need, align);
+    }
     if (!r->sized[b]) r->sized_map &= ~(1u << b);
-    *size = ((size_t *)p)[2];
+    *size = free_object_size(p, 0);
   }
   ((uintptr_t *)p)[1] = 0;
   r->free_objects--;
   r->free_bytes -= *size;
   return p;
+}
+
+/* A free object bigger than `need` (at most REGION_EXACT_MAX: the exact bins above it, then
+ * the sized bins), for the caller to split; NULL if there is none; *size gets its size. */
+static void *region_bin_larger(locus_region_t *r, size_t need, size_t *size) {
+  unsigned above = (unsigned)(need / REGION_GRANULE);   /* bit above - 1 is need's own bin */
+  for (uint64_t map = above < 64 ? r->exact_map & (~0ull << above) : 0; map; map &= map - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(map) + 1;
+    if (!r->exact[i]) { r->exact_map &= ~(1ull << (i - 1)); continue; }
+    *size = (size_t)i * REGION_GRANULE;
+    return region_bin_pop(r, *size, REGION_GRANULE, size);
+  }
+  return r->sized_map ? region_bin_pop(r, REGION_EXACT_MAX + REGION_GRANULE, REGION_GRANULE, size) : NULL;
+}
+
+/* Object p of `size` bytes keeps `need`; the rest becomes a free object. */
+static void region_split(locus_region_t *r, char *p, size_t size, size_t need) {
+  if (size <= need) return;
+  desc_t *chunk = desc_head(segment_of(p), p);
+  bit_set(chunk_bits(chunk), granule_of(chunk, p + need));
+  region_bin_push(r, chunk, p + need, size - need);
 }
 
 /* ---- chunks -------------------------------------------------------------------------------- */
@@ -360,11 +396,20 @@ static NOINLINE void *region_alloc_slow(locus_region_t *r, size_t size, size_t a
     return p ? p : alloc_failed();
   }
   size_t need = region_need(size);
-  if (r->reuse && align <= REGION_GRANULE) {
+  if (r->reuse) {
+    /* A free object of this size; else, before a new chunk is taken, a bigger one split (so
+     * a region whose freed objects are of sizes no longer asked for does not grow for it). */
     size_t got;
-    void *p = region_bin_pop(r, need, &got);
+    void *p = region_bin_pop(r, need, align, &got);
+    if (!p && align <= REGION_GRANULE && need <= REGION_EXACT_MAX && r->bump + need > r->end)
+      p = region_bin_larger(r, need, &got);
     if (p) {
-      if (zero) memset(p, 0, got);
+      /* Split when the object is at least twice the request, or the request is small: split
+       * every time, with no coalescing, the sized bins filled with pieces just too small for
+       * the next request (a window of random sizes to 3000 B held 35x its live bytes). */
+      if (align <= REGION_GRANULE && (need <= REGION_EXACT_MAX || got >= 2 * need)) region_split(r, p, got, need);
+      ASSERT(got >= need);
+      if (zero) memset(p, 0, need);
       return p;
     }
   }
@@ -464,8 +509,13 @@ static locus_region_t *region_of_object(desc_t *d, const void *p) {
   size_t off = (size_t)((const char *)p - desc_start(d));
   if (off & (REGION_GRANULE - 1) || off < region_bitmap_bytes(desc_bytes(d)) || !bit_get(chunk_bits(d), off / REGION_GRANULE))
     return NULL;
+  locus_region_t *r = d->u.rgn.region;
+  /* The bump point's bit is set too. (From another thread the bump pointer read may be an
+   * older one: still beyond p if p was allocated, still not beyond it if p is the bump point.) */
+  if (d == __atomic_load_n(&r->cur, __ATOMIC_RELAXED) && (const char *)p >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
+    return NULL;
   uintptr_t mark = ((const uintptr_t *)p)[1] | 1;
-  return mark == (region_marker(d, p) | 1) ? NULL : d->u.rgn.region;
+  return mark == (region_marker(d, p) | 1) ? NULL : r;
 }
 
 /* free() of a region object, from any thread: checked as far as can be without the region's
@@ -556,8 +606,9 @@ static void region_destroy_children(locus_region_t *r) {
 /* The end of a clear (keep) or a destroy: r has no children. Callbacks run, big objects go,
  * chunks go except (keep) the first and up to REGION_KEEP bytes of others. */
 static void region_release(locus_region_t *r, bool keep) {
-  atomic_store_explicit(&r->remote, NULL, memory_order_relaxed);   /* freed with the rest */
   region_run_callbacks(r);
+  /* Queued frees (the callbacks' too) are of objects freed with the rest. */
+  atomic_store_explicit(&r->remote, NULL, memory_order_relaxed);
   while (r->bigs) region_big_free_run(r, r->bigs, !keep);
   while (r->big_os) region_big_free_os(r, r->big_os);
   desc_t *first = r->first, *list = r->chunks, *spare = r->spare;
@@ -582,6 +633,7 @@ static void region_release(locus_region_t *r, bool keep) {
     memset(r->exact, 0, sizeof r->exact);
     memset(r->sized, 0, sizeof r->sized);
     r->sized_map = 0;
+    r->exact_map = 0;
     r->free_objects = r->free_bytes = 0;
     r->reuse = false;
     r->cur = NULL;
@@ -659,6 +711,8 @@ static desc_t *region_locate(locus_region_t *r, void *p, const char *call) {
   if (g == GRANULE_SEGMENT) {
     desc_t *d = desc_head(segment_of(p), p);
     if (d->kind == KIND_REGION_DEAD) locus_fatal(call, "object of a destroyed region", p);
+    /* A page-aligned pointer to a free run: most likely a big object freed before. */
+    if (d->kind == KIND_FREE && !((uintptr_t)p & (os_page_size - 1))) locus_fatal(call, "double free", p);
     if (!kind_is_region(d->kind)) free_not_object(d, p, call);
     if (r && d->u.rgn.region != r) locus_fatal(call, "object of another region", p);
     return d;
