@@ -38,6 +38,8 @@ typedef struct heap_stats {
 
 enum heap_state { HEAP_OWNED = 0, HEAP_ABANDONED = 1 };
 
+#define HEAP_REGION_SHELLS 8
+
 typedef struct heap heap_t;
 struct heap {
   design_heap_t d;              /* first: the allocation fast path reads only this */
@@ -56,6 +58,10 @@ struct heap {
   uint64_t slow_events;         /* debug builds: counts toward the periodic check */
   bool fork_taken;              /* fork_prepare took h->lock */
   bool fork_broken;             /* in a child: pages_lock was held by another thread at fork */
+  /* First chunks of regions this thread destroyed, for its next locus_region_create: a region
+   * per request then costs no trip through the page manager (region.h). Owner only. */
+  unsigned nshells;
+  desc_t *shells[HEAP_REGION_SHELLS];
 };
 
 /* Every allocation failure returns through here: glibc sets errno on each, and so do we. Being
@@ -502,6 +508,8 @@ static void heap_unlock_abandoned(heap_t *h) {
   }
 }
 
+static void region_release_shells(heap_t *h);   /* region.h */
+
 /* Thread exit (TLS destructor): the heap gives back its spares and waits for adoption. */
 static void heap_abandon(void *arg) {
   heap_t *h = arg;
@@ -512,6 +520,7 @@ static void heap_abandon(void *arg) {
   atomic_fetch_add_explicit(&heaps_waiting, 1, memory_order_relaxed);
   heap_collect(h);
   design_release_spares(h);
+  region_release_shells(h);
   heap_trim_abandoned(h, now_ms());
   heap_unlock_abandoned(h);
 }

@@ -247,8 +247,36 @@ static desc_t *region_run_new(locus_region_t *r, size_t bytes, size_t align, uns
   d->kind = (uint8_t)kind;
   d->u.rgn.region = r;
   d->used = 0;
-  region_count_held(r, (int64_t)bytes);
+  if (r) region_count_held(r, (int64_t)bytes);
   return d;
+}
+
+/* The first chunk of a new region: a shell the thread kept, else pages. */
+static desc_t *region_shell_take(bool *clean) {
+  heap_t *h = region_heap();
+  if (h && h->nshells) {
+    *clean = false;
+    return h->shells[--h->nshells];
+  }
+  return region_run_new(NULL, REGION_CHUNK_MIN, 1, KIND_REGION, clean);
+}
+
+/* A destroyed region's first chunk: kept by the calling thread for its next region (not with
+ * the immediate policy, which gives everything back at once). */
+static bool region_shell_keep(desc_t *d) {
+  heap_t *h = tl_heap;
+  if (h == &heap_empty || h->nshells == HEAP_REGION_SHELLS || opt.discard == DISCARD_IMMEDIATE) return false;
+  d->u.rgn.region = NULL;   /* a stale handle to the region is no region */
+  h->shells[h->nshells++] = d;
+  return true;
+}
+
+static void region_release_shells(heap_t *h) {
+  while (h->nshells) {
+    desc_t *d = h->shells[--h->nshells];
+    heap_t *owner = desc_segment(d)->heap;
+    if (!owner->fork_broken) pages_free(owner, d);
+  }
 }
 
 static void region_quarantine(desc_t *d);
@@ -651,7 +679,9 @@ static void region_release(locus_region_t *r, bool keep) {
   }
   r->magic = 0;
   atomic_fetch_sub_explicit(&regions_live, 1, memory_order_relaxed);
-  region_run_release(r, first, true);   /* the region itself: last */
+  /* The region itself goes last. */
+  if (cfg_debug || !region_shell_keep(first)) region_run_release(r, first, true);
+  else region_count_held(r, -(int64_t)desc_bytes(first));
 }
 
 /* ---- the API ------------------------------------------------------------------------------- */
@@ -660,14 +690,12 @@ LOCUS_API locus_region_t *locus_region_create(locus_region_t *parent) {
   if (parent) region_check_handle(parent, "locus_region_create()");
   if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();
   bool clean;
-  /* The struct is placed in the chunk once the chunk is known: a stand-in region counts it. */
-  locus_region_t tmp = { 0 };
-  desc_t *d = region_run_new(&tmp, REGION_CHUNK_MIN, 1, KIND_REGION, &clean);
+  desc_t *d = region_shell_take(&clean);
   if (!d) return alloc_failed();
   locus_region_t *r = (locus_region_t *)(desc_start(d) + region_bitmap_bytes(REGION_CHUNK_MIN));
-  memset(r, 0, sizeof *r);
+  if (!clean) memset(r, 0, sizeof *r);
   r->magic = region_cookie ^ (uintptr_t)r;
-  r->held = tmp.held;
+  region_count_held(r, REGION_CHUNK_MIN);
   r->first = d;
   r->next_chunk = REGION_CHUNK_MIN * 2;
   d->u.rgn.region = r;
