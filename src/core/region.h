@@ -118,10 +118,15 @@ static inline char *chunk_top(const locus_region_t *r, const desc_t *d) {
   return d == r->cur ? r->bump : desc_start(d) + desc_bytes(d);
 }
 
-/* The double-free marker of a free object: salted per chunk generation, so a marker left in
- * memory from before a clear never matches an object after it. Bit 0 set: queued by free(). */
+/* The double-free marker of a free object (bit 0 is left clear: set, it means queued by
+ * free()). Salted per chunk generation, so a marker left in memory from before a clear never
+ * matches an object after it; and mixed, so that it differs from that stale marker in every
+ * byte: bump allocation does not clear the word, and with the salt merely XORed into bits
+ * 32-47, a program that wrote one byte of a new object over a stale marker made the current
+ * marker one time in 256 (a false "double free" when the object was then freed). */
 static inline uintptr_t region_marker(const desc_t *d, const void *p) {
-  return (uintptr_t)p ^ region_cookie ^ ((uint64_t)d->obj_size << 32);
+  uint64_t x = ((uintptr_t)p ^ ((uint64_t)d->obj_size << 32)) * 0x9E3779B97F4A7C15ull;
+  return ((x ^ (x >> 31)) ^ region_cookie) & ~(uintptr_t)1;
 }
 
 /* ---- the bins ------------------------------------------------------------------------------ */
@@ -131,10 +136,10 @@ static inline unsigned sized_bin_floor(size_t size) {
   return (e - 10) * 4 + (unsigned)((size >> (e - 2)) & 3);
 }
 
-/* Puts free object p (size bytes, in chunk d) on its bin. */
-static void region_bin_push(locus_region_t *r, desc_t *d, void *p, size_t size) {
+/* Puts free object p (size bytes, its marker m) on its bin. */
+static ALWAYS_INLINE void region_bin_push_marked(locus_region_t *r, void *p, size_t size, uintptr_t m) {
   uintptr_t *w = p;
-  w[1] = region_marker(d, p);
+  w[1] = m;
   if (size <= REGION_EXACT_MAX) {
     w[0] = (uintptr_t)r->exact[size / REGION_GRANULE];
     r->exact[size / REGION_GRANULE] = p;
@@ -148,6 +153,11 @@ static void region_bin_push(locus_region_t *r, desc_t *d, void *p, size_t size) 
   }
   r->free_objects++;
   r->free_bytes += size;
+}
+
+/* Puts free object p (size bytes, in chunk d) on its bin. */
+static NOINLINE void region_bin_push(locus_region_t *r, desc_t *d, void *p, size_t size) {
+  region_bin_push_marked(r, p, size, region_marker(d, p));
 }
 
 static inline size_t free_object_size(const void *p, size_t bin_size) {
@@ -458,13 +468,15 @@ static void region_check_handle(const locus_region_t *r, const char *call) {
 }
 
 /* The fast paths: in bump mode what a pure bump region does, plus one bit (the object's
- * end); in reuse mode a pop from the exact bin. */
+ * end); in reuse mode, for objects up to REGION_EXACT_MAX, a pop from the exact bin, else the
+ * same bump (the order of the slow path, which only adds the bigger bins' search). */
 static ALWAYS_INLINE void *region_alloc(locus_region_t *r, size_t size, bool zero, const char *call) {
   if (cfg_debug) region_check_handle(r, call);
   size_t need = align_up(size, REGION_GRANULE);
   char *p = r->bump, *next = p + need;
   if (likely(size - 1 < REGION_BUMP_MAX) && likely(!atomic_load_explicit(&r->remote, memory_order_relaxed))) {
-    if (likely(next <= r->limit)) {
+    if (likely(next <= r->limit) ||
+        (r->reuse && need <= REGION_EXACT_MAX && !r->exact[need / REGION_GRANULE] && next <= r->end)) {
       r->bump = next;
       size_t i = (size_t)(next - r->origin) / REGION_GRANULE;
       ((uint64_t *)r->origin)[i >> 6] |= 1ull << (i & 63);
@@ -752,10 +764,40 @@ static desc_t *region_locate(locus_region_t *r, void *p, const char *call) {
   return NULL;
 }
 
-LOCUS_API void locus_region_free(locus_region_t *r, void *p) {
-  if (cfg_debug) region_check_handle(r, "locus_region_free()");
+/* locus_region_free of anything but a live chunk object of r: NULL, big objects, misuse. */
+static NOINLINE void region_free_other(locus_region_t *r, void *p) {
   if (!p) return;
   region_free_object(r, region_locate(r, p, "locus_region_free()"), p, false, "locus_region_free()");
+}
+
+/* The checks of region_object_check in few steps, for the common case: a live object of one
+ * of r's chunks (anything else takes region_free_other, which names the misuse). Granules
+ * before a chunk's base (its bitmap, the region itself) never have their bit set. */
+LOCUS_API void locus_region_free(locus_region_t *r, void *p) {
+  if (cfg_debug) region_check_handle(r, "locus_region_free()");
+  size_t off;
+  desc_t *d;
+  if (unlikely(segmap_get(p) != GRANULE_SEGMENT) ||
+      unlikely((d = desc_locate(segment_of(p), p, &off))->kind != KIND_REGION || d->u.rgn.region != r)) {
+    region_free_other(r, p);
+    return;
+  }
+  const uint64_t *bits = chunk_bits(d);
+  size_t i = off / REGION_GRANULE;
+  uintptr_t *w = p, m = region_marker(d, p);
+  if (unlikely((off & (REGION_GRANULE - 1)) || !((bits[i >> 6] >> (i & 63)) & 1) ||
+               (d == r->cur && (char *)p >= r->bump) || (w[1] | 1) == (m | 1))) {
+    region_free_other(r, p);
+    return;
+  }
+  size_t j = i + 1;
+  uint64_t word = bits[j >> 6] & (~0ull << (j & 63));
+  if (unlikely(!word)) j = bit_next(bits, i);
+  else j = (j & ~(size_t)63) + (size_t)__builtin_ctzll(word);
+  region_bin_push_marked(r, p, (j - i) * REGION_GRANULE, m);
+  r->reuse = true;
+  r->limit = NULL;
+  r->frees++;
 }
 
 /* realloc of region object p (of r, checked by the caller), by r's user: in place when the
