@@ -52,7 +52,7 @@ struct __attribute__((aligned(64))) desc {
     struct { void *free; char *bump; char *end; } blk;             /* design blocks */
     struct { desc_t *dnext, *dprev; uint64_t freed_ms; } run;      /* free runs */
     struct { size_t usable; } huge;                                /* KIND_HUGE */
-    struct { struct locus_region *region; char *top; void *unused; } rgn;   /* KIND_REGION* */
+    struct { struct locus_region *region; uint64_t salt; } rgn;   /* KIND_REGION* (region.h) */
     void *any[3];
   } u;
   uint32_t back;       /* pages back to the head of the run */

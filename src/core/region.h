@@ -24,11 +24,10 @@
  *  - In a chunk, the objects area is [base, top): top is r->bump for r->cur, the chunk's end
  *    for every other used chunk (the tail left when a chunk is retired is a free object).
  *    Granules in it are tiled by objects, free objects and (first chunk) nothing else.
- *  - A free object is on exactly one bin: exact[size / 16] up to REGION_EXACT_MAX (its bit
- *    in exact_map set), else
+ *  - A free object is on exactly one bin: exact[size / 16] up to REGION_EXACT_MAX, else
  *    sized[b] (with its size in word 2) where b is the bin whose range holds its size; it
- *    holds its bin link in word 0 and region_marker() in word 1. free_objects/free_bytes
- *    count them.
+ *    holds its bin link in word 0 and region_marker() in word 1. (Nothing counts them: the
+ *    statistics walk the bins, so freeing and reusing update no counter.)
  *  - reuse is false while nothing was freed since creation or the last clear: then the bins
  *    hold only chunk tails and alignment gaps, and allocation never looks at them. limit is
  *    end while reuse is false, NULL after.
@@ -71,20 +70,18 @@ struct locus_region {
   void *exact[REGION_EXACT_BINS];
   void *sized[REGION_SIZED_BINS];
   uint32_t sized_map;            /* bit b: sized[b] is not empty */
-  uint64_t exact_map;            /* bit i - 1: exact[i] may not be empty (set on every push,
-                                    cleared lazily by the search that finds it empty) */
   desc_t *chunks, *spare;        /* chunks in use (linked via next) / kept by a clear */
   desc_t *bigs;                  /* big runs (next/prev) */
   os_obj_t *big_os;              /* big OS objects (region_next/prev) */
   region_callback_t *callbacks;  /* newest first */
   locus_region_t *parent, *child, *next_sibling, *prev_sibling;
   size_t next_chunk;             /* bytes of the next new chunk */
-  uint64_t free_objects, free_bytes, frees, ncallbacks, nchunks, nchildren, held;
+  uint64_t frees, ncallbacks, nchunks, nchildren, held;
   uint64_t big_objects, big_bytes;
 };
 
 static uint64_t region_cookie;
-static _Atomic uint32_t region_salt;         /* chunk generations (salts the markers) */
+static _Atomic uint64_t region_salt;         /* chunk generations (salts the markers) */
 static _Atomic uint64_t regions_live, region_bytes_held;
 
 /* ---- chunk geometry ------------------------------------------------------------------------ */
@@ -118,15 +115,15 @@ static inline char *chunk_top(const locus_region_t *r, const desc_t *d) {
   return d == r->cur ? r->bump : desc_start(d) + desc_bytes(d);
 }
 
-/* The double-free marker of a free object (bit 0 is left clear: set, it means queued by
- * free()). Salted per chunk generation, so a marker left in memory from before a clear never
- * matches an object after it; and mixed, so that it differs from that stale marker in every
- * byte: bump allocation does not clear the word, and with the salt merely XORed into bits
- * 32-47, a program that wrote one byte of a new object over a stale marker made the current
- * marker one time in 256 (a false "double free" when the object was then freed). */
+/* The double-free marker of a free object (bit 0 is clear: set, it means queued by free()).
+ * Salted per chunk generation, so a marker left in memory from before a clear never matches
+ * an object after it; the salt is the generation number times an odd constant, so that the
+ * stale marker differs from the current one in every byte: bump allocation does not clear the
+ * word, and with the generation merely XORed into bits 32-47, a program that wrote one byte
+ * of a new object over a stale marker made the current marker one time in 256 (a false
+ * "double free" when the object was then freed). */
 static inline uintptr_t region_marker(const desc_t *d, const void *p) {
-  uint64_t x = ((uintptr_t)p ^ ((uint64_t)d->obj_size << 32)) * 0x9E3779B97F4A7C15ull;
-  return ((x ^ (x >> 31)) ^ region_cookie) & ~(uintptr_t)1;
+  return ((uintptr_t)p ^ region_cookie ^ d->u.rgn.salt) & ~(uintptr_t)1;
 }
 
 /* ---- the bins ------------------------------------------------------------------------------ */
@@ -143,7 +140,6 @@ static ALWAYS_INLINE void region_bin_push_marked(locus_region_t *r, void *p, siz
   if (size <= REGION_EXACT_MAX) {
     w[0] = (uintptr_t)r->exact[size / REGION_GRANULE];
     r->exact[size / REGION_GRANULE] = p;
-    r->exact_map |= 1ull << (size / REGION_GRANULE - 1);
   } else {
     unsigned b = sized_bin_floor(size);
     w[0] = (uintptr_t)r->sized[b];
@@ -151,8 +147,6 @@ static ALWAYS_INLINE void region_bin_push_marked(locus_region_t *r, void *p, siz
     r->sized[b] = p;
     r->sized_map |= 1u << b;
   }
-  r->free_objects++;
-  r->free_bytes += size;
 }
 
 /* Puts free object p (size bytes, in chunk d) on its bin. */
@@ -198,19 +192,15 @@ static void *region_bin_pop(locus_region_t *r, size_t need, size_t align, size_t
     *size = free_object_size(p, 0);
   }
   ((uintptr_t *)p)[1] = 0;
-  r->free_objects--;
-  r->free_bytes -= *size;
   return p;
 }
 
 /* A free object bigger than `need` (at most REGION_EXACT_MAX: the exact bins above it, then
  * the sized bins), for the caller to split; NULL if there is none; *size gets its size. */
 static void *region_bin_larger(locus_region_t *r, size_t need, size_t *size) {
-  unsigned above = (unsigned)(need / REGION_GRANULE);   /* bit above - 1 is need's own bin */
-  for (uint64_t map = above < 64 ? r->exact_map & (~0ull << above) : 0; map; map &= map - 1) {
-    unsigned i = (unsigned)__builtin_ctzll(map) + 1;
-    if (!r->exact[i]) { r->exact_map &= ~(1ull << (i - 1)); continue; }
-    *size = (size_t)i * REGION_GRANULE;
+  for (size_t i = need / REGION_GRANULE + 1; i < REGION_EXACT_BINS; i++) {
+    if (!r->exact[i]) continue;
+    *size = i * REGION_GRANULE;
     return region_bin_pop(r, *size, REGION_GRANULE, size);
   }
   return r->sized_map ? region_bin_pop(r, REGION_EXACT_MAX + REGION_GRANULE, REGION_GRANULE, size) : NULL;
@@ -236,8 +226,7 @@ static void region_chunk_reset(locus_region_t *r, desc_t *d, bool clean) {
   uint64_t *bits = chunk_bits(d);
   size_t bytes = desc_bytes(d);
   if (!clean) memset(bits, 0, region_bitmap_bytes(bytes));
-  d->u.rgn.top = desc_start(d) + bytes;
-  d->obj_size = atomic_fetch_add_explicit(&region_salt, 1, memory_order_relaxed) + 1;
+  d->u.rgn.salt = (atomic_fetch_add_explicit(&region_salt, 1, memory_order_relaxed) + 1) * 0x9E3779B97F4A7C15ull;
   bit_set(bits, granule_of(d, chunk_base(r, d)));
   bit_set(bits, bytes / REGION_GRANULE);
   if (!clean) d->flags &= (uint16_t)~FLAG_CLEAN;
@@ -486,8 +475,6 @@ static ALWAYS_INLINE void *region_alloc(locus_region_t *r, size_t size, bool zer
     if (r->reuse && need <= REGION_EXACT_MAX && (p = r->exact[need / REGION_GRANULE])) {
       r->exact[need / REGION_GRANULE] = *(void **)p;
       ((uintptr_t *)p)[1] = 0;
-      r->free_objects--;
-      r->free_bytes -= need;
       if (zero) memset(p, 0, need);
       return p;
     }
@@ -673,8 +660,6 @@ static void region_release(locus_region_t *r, bool keep) {
     memset(r->exact, 0, sizeof r->exact);
     memset(r->sized, 0, sizeof r->sized);
     r->sized_map = 0;
-    r->exact_map = 0;
-    r->free_objects = r->free_bytes = 0;
     r->reuse = false;
     r->cur = NULL;
     region_chunk_reset(r, first, false);
@@ -871,8 +856,13 @@ LOCUS_API int locus_region_stats(locus_region_t *r, locus_region_stats_t *s) {
   }
   /* The callback records live in the region but are not the program's objects. */
   size_t record = region_need(sizeof(region_callback_t));
-  s->objects_live = objects - r->free_objects - r->ncallbacks + r->big_objects;
-  s->bytes_live = bytes - r->free_bytes - r->ncallbacks * record + r->big_bytes;
+  uint64_t free_objects = 0, free_bytes = 0;
+  for (size_t i = 1; i < REGION_EXACT_BINS; i++)
+    for (void *p = r->exact[i]; p; p = *(void **)p) free_objects++, free_bytes += i * REGION_GRANULE;
+  for (unsigned b = 0; b < REGION_SIZED_BINS; b++)
+    for (void *p = r->sized[b]; p; p = *(void **)p) free_objects++, free_bytes += free_object_size(p, 0);
+  s->objects_live = objects - free_objects - r->ncallbacks + r->big_objects;
+  s->bytes_live = bytes - free_bytes - r->ncallbacks * record + r->big_bytes;
   s->bytes_held = r->held;
   s->chunks = r->nchunks;
   s->children = r->nchildren;
