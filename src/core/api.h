@@ -345,7 +345,7 @@ LOCUS_API size_t locus_purge(void) {
   if (me != &heap_empty) {
     heap_collect(me);
     design_purge(me);
-    region_release_shells(me);
+    region_release_chunks(me);
     pages_purge(me, UINT64_MAX, 0);
   }
   if (huge_heap) pages_purge(huge_heap, UINT64_MAX, 0);

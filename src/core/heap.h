@@ -38,7 +38,8 @@ typedef struct heap_stats {
 
 enum heap_state { HEAP_OWNED = 0, HEAP_ABANDONED = 1 };
 
-#define HEAP_REGION_SHELLS 8
+#define HEAP_REGION_CHUNKS 16
+#define HEAP_REGION_CHUNK_BYTES (1u << 20)
 
 typedef struct heap heap_t;
 struct heap {
@@ -58,10 +59,10 @@ struct heap {
   uint64_t slow_events;         /* debug builds: counts toward the periodic check */
   bool fork_taken;              /* fork_prepare took h->lock */
   bool fork_broken;             /* in a child: pages_lock was held by another thread at fork */
-  /* First chunks of regions this thread destroyed, for its next locus_region_create: a region
-   * per request then costs no trip through the page manager (region.h). Owner only. */
-  unsigned nshells;
-  desc_t *shells[HEAP_REGION_SHELLS];
+  /* Chunks regions let go in this thread, for its next regions (region.h). Owner only. */
+  unsigned nchunks;
+  size_t chunk_bytes;
+  desc_t *chunks[HEAP_REGION_CHUNKS];
 };
 
 /* Every allocation failure returns through here: glibc sets errno on each, and so do we. Being
@@ -508,7 +509,7 @@ static void heap_unlock_abandoned(heap_t *h) {
   }
 }
 
-static void region_release_shells(heap_t *h);   /* region.h */
+static void region_release_chunks(heap_t *h);   /* region.h */
 
 /* Thread exit (TLS destructor): the heap gives back its spares and waits for adoption. */
 static void heap_abandon(void *arg) {
@@ -520,7 +521,7 @@ static void heap_abandon(void *arg) {
   atomic_fetch_add_explicit(&heaps_waiting, 1, memory_order_relaxed);
   heap_collect(h);
   design_release_spares(h);
-  region_release_shells(h);
+  region_release_chunks(h);
   heap_trim_abandoned(h, now_ms());
   heap_unlock_abandoned(h);
 }

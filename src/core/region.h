@@ -250,40 +250,68 @@ static desc_t *region_run_new(locus_region_t *r, size_t bytes, size_t align, uns
   return d;
 }
 
-/* The first chunk of a new region: a shell the thread kept, else pages. */
-static desc_t *region_shell_take(bool *clean) {
-  heap_t *h = region_heap();
-  if (h && h->nshells) {
-    *clean = false;
-    return h->shells[--h->nshells];
+/* ---- the thread's cache of free chunks ------------------------------------------------------
+ * Chunks that regions let go (on clear and destroy) are kept by the thread that let them go,
+ * up to HEAP_REGION_CHUNKS of them and HEAP_REGION_CHUNK_BYTES in all, for its next regions'
+ * chunks of the same size (not with the immediate policy, which gives everything back at
+ * once). A region per request, with children, then costs no trip through the page manager:
+ * about 440 instructions to create and destroy against 1,110, and the server workload's new
+ * chunks came from the page manager 30,000 times a second. They go back at thread exit and on
+ * locus_purge. */
+
+/* A free chunk of exactly `bytes` from the calling thread's cache, or NULL. */
+static desc_t *region_chunk_cached(heap_t *h, size_t bytes) {
+  for (unsigned i = h->nchunks; i-- > 0;) {
+    desc_t *d = h->chunks[i];
+    if (desc_bytes(d) != bytes) continue;
+    h->chunks[i] = h->chunks[--h->nchunks];
+    h->chunk_bytes -= bytes;
+    return d;
   }
-  return region_run_new(NULL, REGION_CHUNK_MIN, 1, KIND_REGION, clean);
+  return NULL;
 }
 
-/* A destroyed region's first chunk: kept by the calling thread for its next region (not with
- * the immediate policy, which gives everything back at once). */
-static bool region_shell_keep(desc_t *d) {
+/* Keeps chunk d (no region's any more) in the calling thread's cache, if there is room. */
+static bool region_chunk_keep(desc_t *d) {
   heap_t *h = tl_heap;
-  if (h == &heap_empty || h->nshells == HEAP_REGION_SHELLS || opt.discard == DISCARD_IMMEDIATE) return false;
-  d->u.rgn.region = NULL;   /* a stale handle to the region is no region */
-  h->shells[h->nshells++] = d;
+  size_t bytes = desc_bytes(d);
+  if (h == &heap_empty || h->nchunks == HEAP_REGION_CHUNKS || h->chunk_bytes + bytes > HEAP_REGION_CHUNK_BYTES ||
+      opt.discard == DISCARD_IMMEDIATE)
+    return false;
+  d->u.rgn.region = NULL;   /* a stale handle to a region whose chunk this was is no region */
+  h->chunks[h->nchunks++] = d;
+  h->chunk_bytes += bytes;
   return true;
 }
 
-static void region_release_shells(heap_t *h) {
-  while (h->nshells) {
-    desc_t *d = h->shells[--h->nshells];
+static void region_release_chunks(heap_t *h) {
+  while (h->nchunks) {
+    desc_t *d = h->chunks[--h->nchunks];
     heap_t *owner = desc_segment(d)->heap;
     if (!owner->fork_broken) pages_free(owner, d);
   }
+  h->chunk_bytes = 0;
+}
+
+/* A chunk for r (NULL: a new region's first) of `bytes`: from the cache, else new pages. */
+static desc_t *region_chunk_take(locus_region_t *r, size_t bytes, bool *clean) {
+  heap_t *h = region_heap();
+  desc_t *d = h ? region_chunk_cached(h, bytes) : NULL;
+  if (!d) return region_run_new(r, bytes, 1, KIND_REGION, clean);
+  *clean = false;
+  d->u.rgn.region = r;
+  if (r) region_count_held(r, (int64_t)bytes);
+  return d;
 }
 
 static void region_quarantine(desc_t *d);
 
-/* A chunk or big run goes back to its heap's page manager (debug builds: into quarantine). */
+/* A chunk or big run leaves r: to the thread's cache (chunks), else back to its heap's page
+ * manager (debug builds, for a destroyed region: into quarantine). */
 static void region_run_release(locus_region_t *r, desc_t *d, bool dead) {
   region_count_held(r, -(int64_t)desc_bytes(d));
   if (cfg_debug && dead) { region_quarantine(d); return; }
+  if (d->kind == KIND_REGION && region_chunk_keep(d)) return;
   heap_t *h = desc_segment(d)->heap;
   if (unlikely(h->fork_broken)) return;   /* a child of fork: that page manager is lost */
   pages_free(h, d);
@@ -317,7 +345,7 @@ static bool region_chunk_next(locus_region_t *r, size_t need, size_t align) {
   size_t bytes = r->next_chunk;
   while (bytes - region_bitmap_bytes(bytes) < need + align) bytes *= 2;
   bool clean;
-  desc_t *d = region_run_new(r, bytes, 1, KIND_REGION, &clean);
+  desc_t *d = region_chunk_take(r, bytes, &clean);
   if (!d) return false;
   if (bytes < REGION_CHUNK_MAX) r->next_chunk = bytes * 2;
   region_chunk_reset(r, d, clean);
@@ -676,9 +704,7 @@ static void region_release(locus_region_t *r, bool keep) {
   }
   r->magic = 0;
   atomic_fetch_sub_explicit(&regions_live, 1, memory_order_relaxed);
-  /* The region itself goes last. */
-  if (cfg_debug || !region_shell_keep(first)) region_run_release(r, first, true);
-  else region_count_held(r, -(int64_t)desc_bytes(first));
+  region_run_release(r, first, true);   /* the region itself: last */
 }
 
 /* ---- the API ------------------------------------------------------------------------------- */
@@ -687,7 +713,7 @@ LOCUS_API locus_region_t *locus_region_create(locus_region_t *parent) {
   if (parent) region_check_handle(parent, "locus_region_create()");
   if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();
   bool clean;
-  desc_t *d = region_shell_take(&clean);
+  desc_t *d = region_chunk_take(NULL, REGION_CHUNK_MIN, &clean);
   if (!d) return alloc_failed();
   locus_region_t *r = (locus_region_t *)(desc_start(d) + region_bitmap_bytes(REGION_CHUNK_MIN));
   if (!clean) memset(r, 0, sizeof *r);
