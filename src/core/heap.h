@@ -39,7 +39,7 @@ typedef struct heap_stats {
 enum heap_state { HEAP_OWNED = 0, HEAP_ABANDONED = 1 };
 
 #define HEAP_REGION_CHUNKS 16
-#define HEAP_REGION_CHUNK_BYTES (1u << 20)
+#define HEAP_REGION_CHUNK_BYTES (256u << 10)
 
 typedef struct heap heap_t;
 struct heap {
