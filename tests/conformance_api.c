@@ -333,9 +333,16 @@ static void t_enomem_realloc(void) {
 static void t_enomem_aligned(void) {
   const size_t max = SIZE_MAX, pmax = (size_t)PTRDIFF_MAX;
   void *m = (void *)0x1;
+  /* glibc sets errno as well as returning the error, and programs check errno */
+  errno = 0;
   CHECK_EQ(posix_memalign(&m, 64, opaque_size(max - 10)), ENOMEM);
+  CHECK_EQ(errno, ENOMEM);
+  errno = 0;
   CHECK_EQ(posix_memalign(&m, 4096, opaque_size(max - 4000)), ENOMEM);
+  CHECK_EQ(errno, ENOMEM);
+  errno = 0;
   CHECK_EQ(posix_memalign(&m, 1 << 20, opaque_size(pmax)), ENOMEM);
+  CHECK_EQ(errno, ENOMEM);
   CHECK_ENOMEM(aligned_alloc(4096, opaque_size(max - 100)));
   CHECK_ENOMEM(aligned_alloc(64, opaque_size(max)));
   CHECK_ENOMEM(memalign(64, opaque_size(max - 10)));
@@ -702,6 +709,37 @@ static size_t read_back(int fd, char *buf, size_t len) {
   return got;
 }
 
+/* malloc_stats is no cancellation point (glibc's is not): a thread with a cancel pending
+ * comes back from it and dies only at the next cancellation point. */
+static pthread_barrier_t cancel_barrier;
+static volatile int cancel_survived;
+static void *stats_under_cancel(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&cancel_barrier);   /* the cancel is pending after this */
+  pthread_barrier_wait(&cancel_barrier);
+  malloc_stats();
+  cancel_survived = 1;
+  for (;;) pthread_testcancel();
+  return NULL;
+}
+static void t_stats_not_cancellation_point(void) {
+  int devnull = open("/dev/null", O_WRONLY), saved = dup(2);
+  CHECK(devnull >= 0 && saved >= 0 && dup2(devnull, 2) == 2);
+  CHECK(pthread_barrier_init(&cancel_barrier, NULL, 2) == 0);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, stats_under_cancel, NULL) == 0);
+  pthread_barrier_wait(&cancel_barrier);
+  CHECK(pthread_cancel(t) == 0);
+  pthread_barrier_wait(&cancel_barrier);
+  void *ret;
+  CHECK(pthread_join(t, &ret) == 0);
+  CHECK(dup2(saved, 2) == 2);
+  close(saved);
+  close(devnull);
+  CHECK(ret == PTHREAD_CANCELED);
+  CHECKF(cancel_survived, "the thread was cancelled inside malloc_stats()");
+}
+
 /* malloc_stats (to stderr), malloc_info (XML), malloc_trim, mallopt: present and sane. */
 static void t_introspection(void) {
   char *buf = malloc(1 << 16);
@@ -928,6 +966,7 @@ static const test_section_t sections[] = {
     {"libc_aliases", t_libc_aliases},
     {"mallinfo2", t_mallinfo2},
     {"introspection", t_introspection},
+    {"stats_not_cancellation_point", t_stats_not_cancellation_point},
     {"locus_api", t_locus_api},
     {"locus_env", t_locus_env},
     {"quiet_run", t_quiet_run},

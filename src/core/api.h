@@ -190,10 +190,11 @@ LOCUS_API void *reallocarray(void *p, size_t n, size_t size) {
 
 LOCUS_API int posix_memalign(void **out, size_t align, size_t size) {
   if (align < sizeof(void *) || !is_pow2(align)) return EINVAL;
+  /* errno: ENOMEM on failure, as glibc sets it (programs check it); unchanged on success */
   int saved = errno;
   void *p = aligned_impl(align, size, false);
+  if (!p) return errno = ENOMEM;
   errno = saved;
-  if (!p) return ENOMEM;
   *out = p;
   return 0;
 }

@@ -5,17 +5,20 @@
 
 #include <stdarg.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <stdlib.h>
 
 /* A bounded output buffer. Writers never overflow; `need` counts what the full text needs. */
 typedef struct outbuf { char *buf; size_t len, pos, need; int fd; } outbuf_t;
 
+/* The raw system call, not write(): write is a thread-cancellation point, and malloc_stats()
+ * (like everything the allocator prints) must not be one; glibc's is not. */
 static void out_flush(outbuf_t *o) {
   if (o->fd < 0 || o->pos == 0) return;
   size_t done = 0;
   while (done < o->pos) {
-    ssize_t w = write(o->fd, o->buf + done, o->pos - done);
+    ssize_t w = syscall(SYS_write, o->fd, o->buf + done, o->pos - done);
     if (w <= 0) break;
     done += (size_t)w;
   }
