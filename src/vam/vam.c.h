@@ -259,6 +259,13 @@ static inline uint32_t chunk_size(const chunk_t *c) { return c->size & ~CHUNK_FL
 static inline chunk_t *chunk_next(chunk_t *c) { return (chunk_t *)((char *)c + chunk_size(c)); }
 static inline bool chunk_valid(const chunk_t *c) { return c->check == (chunk_cookie ^ (uintptr_t)c); }
 
+/* A header the allocator is about to trust (a free chunk taken from a bin, a neighbour to
+ * merge with): a corrupted one is reported here, as corruption, rather than later as an
+ * invalid pointer against an object the program allocated. */
+static inline void chunk_trust(const chunk_t *c, const char *call) {
+  if (unlikely(!chunk_valid(c))) locus_fatal(call, "corrupted large-object header", (const char *)c + CHUNK_HEADER);
+}
+
 static void chunk_bin_insert(heap_t *h, chunk_t *c) {
   unsigned b = large_bin(chunk_size(c));
   c->prev = NULL;
@@ -323,6 +330,7 @@ static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
   chunk_t *c;
   if (b >= 0) {
     c = h->d.bins[b];
+    chunk_trust(c, "malloc()");
     chunk_bin_remove(h, c);
     if (h->d.spare_area && desc_head(segment_of(c), c) == h->d.spare_area) h->d.spare_area = NULL;
   } else if (!(c = large_area_new(h))) {
@@ -369,6 +377,7 @@ static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *c
   c->size &= ~CHUNK_FLAGS;
   if (c->prev_size) {
     chunk_t *before = (chunk_t *)((char *)c - c->prev_size);
+    chunk_trust(before, call);
     if (!(before->size & CHUNK_INUSE)) {
       chunk_bin_remove(h, before);
       before->size += chunk_size(c);
@@ -376,6 +385,7 @@ static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *c
     }
   }
   chunk_t *after = chunk_next(c);
+  chunk_trust(after, call);
   if (!(after->size & CHUNK_INUSE)) {
     chunk_bin_remove(h, after);
     c->size += chunk_size(after);
@@ -448,6 +458,15 @@ static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zer
 
 static void vam_block_empty(heap_t *h, desc_t *b);
 
+/* A free of p, whose slot is at or beyond its block's bump pointer. Inside the block's
+ * capacity, it was handed out before the block emptied and went back to bump mode: a double
+ * free (8-byte slots have no marker word, so this is how their double frees show once the
+ * block emptied). */
+static COLD NOINLINE __attribute__((noipa)) void vam_free_unbumped(const desc_t *b, const char *slot, const void *p,
+                                                                 const char *call) {
+  locus_fatal(call, slot < b->u.blk.end ? "double free" : "invalid pointer", p);
+}
+
 /* Frees p, at offset off in block b: every block and variant (the flagship's fast path is
  * design_free's). */
 static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t off, const char *call) {
@@ -462,7 +481,8 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
     if (*word & bit) locus_fatal(call, "double free", p);
     *word |= bit;
   } else {
-    if (unlikely(index < 0 || slot >= b->u.blk.bump)) { locus_fatal_jump(call, "invalid pointer", p); return; }
+    if (unlikely(index < 0)) { locus_fatal_jump(call, "invalid pointer", p); return; }
+    if (unlikely(slot >= b->u.blk.bump)) { vam_free_unbumped(b, slot, p, call); return; }
     /* Branch-free marker test: an 8-byte slot has no marker word (marker_off 0), so its test
      * reads the link word, which never equals a marker, and its marker is overwritten by the
      * link; for it only the test against the list head catches a double free. */
@@ -532,7 +552,7 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
  * list; a full block moves to the front of its class's list. */
 static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
-  if (unlikely((char *)p >= b->u.blk.bump)) { locus_fatal_jump(call, "invalid pointer", p); return; }
+  if (unlikely((char *)p >= b->u.blk.bump)) { vam_free_unbumped(b, p, p, call); return; }
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }
   void *head = b->u.blk.free;
   w[1] = marker;
