@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -945,6 +947,41 @@ static void t_locus_env(void) {
          "a bad value for LOCUS_DISCARD got no warning naming it: '%.300s'", err);
 }
 
+/* The first malloc of a process with little address space left (RLIMIT_AS, 6 MiB above what
+ * is mapped) must work: the allocator's first reservation falls back to smaller mappings.
+ * Run in a fresh process (exec) in which nothing has allocated yet. */
+static int rlimit_child(void) {
+  char buf[4096];
+  int fd = open("/proc/self/status", O_RDONLY);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (n <= 0) return 3;
+  buf[n] = 0;
+  char *v = strstr(buf, "VmSize:");
+  if (!v) return 3;
+  rlim_t limit = ((rlim_t)strtoul(v + 7, NULL, 10) << 10) + (6u << 20);
+  struct rlimit rl = { limit, limit };
+  if (setrlimit(RLIMIT_AS, &rl) != 0) return 3;
+  char *p = malloc(256);
+  if (!p) return 1;
+  memset(p, 1, 256);
+  free(p);
+  return 0;
+}
+
+static void t_rlimit_first_malloc(void) {
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    execl("/proc/self/exe", "conformance_api", "--rlimit-child", (char *)NULL);
+    _exit(127);
+  }
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) != 3, "the child could not set up the limit");
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "malloc(256) failed with 6 MiB of address space left (status %d)", st);
+}
+
 static const test_section_t sections[] = {
     {"alignment_sizes", t_alignment_sizes},
     {"malloc_zero", t_malloc_zero},
@@ -967,12 +1004,14 @@ static const test_section_t sections[] = {
     {"mallinfo2", t_mallinfo2},
     {"introspection", t_introspection},
     {"stats_not_cancellation_point", t_stats_not_cancellation_point},
+    {"rlimit_first_malloc", t_rlimit_first_malloc},
     {"locus_api", t_locus_api},
     {"locus_env", t_locus_env},
     {"quiet_run", t_quiet_run},
 };
 
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--rlimit-child")) return rlimit_child();   /* before anything allocates */
   page = (size_t)sysconf(_SC_PAGESIZE);
   have_locus = locus_api_require(&L);
   test_note("conformance_api: %s, quantum %zu\n",

@@ -53,11 +53,33 @@ static void os_unmap(void *p, size_t size) {
   atomic_fetch_sub_explicit(&os_bytes_mapped, size, memory_order_relaxed);
 }
 
+/* Where size + align bytes of address space cannot be had (RLIMIT_AS nearly reached), a
+ * mapping of `size` alone at an aligned address next to where the kernel puts one: the first
+ * reservation of a process with 6 MiB of address space left then works (it needed 8). */
+static void *os_map_aligned_tight(size_t size, size_t align) {
+  char *p = os_map(size);
+  if (!p || ((uintptr_t)p & (align - 1)) == 0) return p;
+  os_unmap(p, size);
+  uintptr_t down = (uintptr_t)p & ~(align - 1), tries[2] = { down + align, down };
+  for (unsigned i = 0; i < 2; i++) {
+    if (!tries[i]) continue;
+    void *q = mmap((void *)tries[i], size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (q == MAP_FAILED) continue;
+    if (q == (void *)tries[i]) {
+      atomic_fetch_add_explicit(&os_bytes_mapped, size, memory_order_relaxed);
+      return q;
+    }
+    munmap(q, size);   /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+  }
+  return NULL;
+}
+
 /* Maps `size` bytes aligned to `align` (a power of two >= page) by over-mapping and trimming. */
 static void *os_map_aligned(size_t size, size_t align) {
   if (size + align < size) return NULL;
   char *p = os_map(size + align);
-  if (!p) return NULL;
+  if (!p) return os_map_aligned_tight(size, align);
   uintptr_t start = align_up((uintptr_t)p, align);
   size_t head = start - (uintptr_t)p, tail = align - head;
   if (head) os_unmap(p, head);
