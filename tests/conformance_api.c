@@ -947,6 +947,46 @@ static void t_locus_env(void) {
          "a bad value for LOCUS_DISCARD got no warning naming it: '%.300s'", err);
 }
 
+/* A use-after-free write of a plain pointer over a freed object's first word (where a free
+ * list keeps its link) must not make a later malloc return that pointer: the links are
+ * encoded (safe-linking). In a child: what the allocator then makes of the decoded garbage
+ * may crash it, which is fine; handing out the chosen address is not. */
+static char uaf_target[256] __attribute__((aligned(64)));
+static void t_uaf_link_redirect(void) {
+  static const size_t sizes[] = {8, 32, 100, 300};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    size_t size = sizes[i];
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+      /* enough objects that the first ones' block is used up to its end: allocation then
+       * comes from its free list (reap allocators bump first) */
+      enum { N = 2 * 16384 / 8 + 8 };
+      static char *keep[N];
+      for (size_t k = 0; k < N && k * size < 4 * 16384; k++)
+        if (!(keep[k] = malloc(size))) _exit(3);
+      char *a = keep[0], *b = keep[1];
+      free(a);
+      free(b);
+      *(void *volatile *)b = uaf_target;
+      /* allocate until b comes back (other blocks of the class may have room first): the
+       * allocation after it is the one a plain link would redirect */
+      for (int k = 0; k < 100000; k++) {
+        /* (opaque: the compiler takes malloc's result for no static object's address) */
+        void *p = opaque_ptr(malloc(size));
+        if (p == opaque_ptr(uaf_target)) _exit(1);
+        if (p == b) _exit(opaque_ptr(malloc(size)) == opaque_ptr(uaf_target));
+      }
+      _exit(0);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECKF(!(WIFEXITED(st) && WEXITSTATUS(st) == 1),
+           "a write after free redirected malloc(%zu) to an address the writer chose", size);
+  }
+}
+
 /* The first malloc of a process with little address space left (RLIMIT_AS, 6 MiB above what
  * is mapped) must work: the allocator's first reservation falls back to smaller mappings.
  * Run in a fresh process (exec) in which nothing has allocated yet. */
@@ -1005,6 +1045,7 @@ static const test_section_t sections[] = {
     {"introspection", t_introspection},
     {"stats_not_cancellation_point", t_stats_not_cancellation_point},
     {"rlimit_first_malloc", t_rlimit_first_malloc},
+    {"uaf_link_redirect", t_uaf_link_redirect},
     {"locus_api", t_locus_api},
     {"locus_env", t_locus_env},
     {"quiet_run", t_quiet_run},

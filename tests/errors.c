@@ -146,6 +146,18 @@ static void double_free_emptied(size_t size) {
   free(opaque_ptr(a));
 }
 static void c_double_free_tiny_emptied(void) { double_free_emptied(8); }
+
+/* An 8-byte object freed twice while another is freed between and a third stays live (the
+ * block neither empties nor has it at the head of its list). */
+static void c_double_free_tiny(void) {
+  char *a = malloc(8), *b = malloc(8), *c = malloc(8);
+  if (!a || !b || !c) _exit(4);
+  free(a);
+  free(b);
+  test_report_address(a);
+  free(opaque_ptr(a));
+  free(c);
+}
 static void c_double_free_small_emptied(void) { double_free_emptied(32); }
 
 /* A corrupted large-object header (the word just before a freed 4000-byte object) is reported
@@ -183,6 +195,7 @@ static const error_case_t cases[] = {
     {"realloc_invalid", c_realloc_invalid, "realloc()", NULL, NULL},
     {"realloc_freed", c_realloc_freed, "realloc()", NULL, NULL},
     {"double_free_tiny_emptied", c_double_free_tiny_emptied, "free()", "double free", NULL},
+    {"double_free_tiny", c_double_free_tiny, "free()", "double free", NULL},
     {"double_free_small_emptied", c_double_free_small_emptied, "free()", "double free", NULL},
     /* a design with large-object headers: vam's (phk's large objects are page runs) */
     {"corrupt_large_header", c_corrupt_large_header, "malloc()", "corrupt", "vam"},

@@ -66,6 +66,19 @@ static const bool cfg_debug = LOCUS_DEBUG;
 #endif
 
 static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+/* Safe-linking: a free-list link stored in freed memory (at `at`) holds next ^ (at >> 12), as
+ * glibc's do. A use-after-free write of a plain pointer there then decodes to an address
+ * nowhere near the heap, so a later malloc does not hand out memory the writer chose; and a
+ * link is told from data (an 8-byte object has no room for a double-free marker: its link
+ * decodes to NULL or to a slot of its block only if it is free). Two instructions a side. */
+static inline uintptr_t link_encode(const void *at, const void *next) {
+  return (uintptr_t)next ^ ((uintptr_t)at >> 12);
+}
+static inline void *link_decode(const void *at, uintptr_t stored) {
+  return (void *)(stored ^ ((uintptr_t)at >> 12));
+}
+static inline void *link_load(const void *at) { return link_decode(at, *(const uintptr_t *)at); }
 static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
 static inline unsigned log2_floor(size_t x) { return 63u - (unsigned)__builtin_clzl(x); }
 

@@ -138,11 +138,11 @@ static ALWAYS_INLINE void region_bin_push_marked(locus_region_t *r, void *p, siz
   uintptr_t *w = p;
   w[1] = m;
   if (size <= REGION_EXACT_MAX) {
-    w[0] = (uintptr_t)r->exact[size / REGION_GRANULE];
+    w[0] = link_encode(p, r->exact[size / REGION_GRANULE]);
     r->exact[size / REGION_GRANULE] = p;
   } else {
     unsigned b = sized_bin_floor(size);
-    w[0] = (uintptr_t)r->sized[b];
+    w[0] = link_encode(p, r->sized[b]);
     w[2] = size;
     r->sized[b] = p;
     r->sized_map |= 1u << b;
@@ -158,14 +158,16 @@ static inline size_t free_object_size(const void *p, size_t bin_size) {
   return bin_size ? bin_size : ((const size_t *)p)[2];
 }
 
-/* Unlinks a fitting object from list *at (objects of bin_size bytes; 0: sizes vary): among
- * the first REGION_BIN_SCAN, the first of at least `need` bytes at alignment `align`. */
+/* Unlinks a fitting object from the bin whose head is *head (objects of bin_size bytes; 0:
+ * sizes vary): among the first REGION_BIN_SCAN, the first of at least `need` bytes at
+ * alignment `align`. (Links are safe-linked: each is stored relative to its own object.) */
 #define REGION_BIN_SCAN 8
-static void *region_bin_take(void **at, size_t bin_size, size_t need, size_t align) {
-  for (unsigned n = 0; *at && n < REGION_BIN_SCAN; n++, at = (void **)*at) {
-    void *p = *at;
+static void *region_bin_take(void **head, size_t bin_size, size_t need, size_t align) {
+  void *prev = NULL, *p = *head;
+  for (unsigned n = 0; p && n < REGION_BIN_SCAN; n++, prev = p, p = link_load(p)) {
     if (free_object_size(p, bin_size) >= need && !((uintptr_t)p & (align - 1))) {
-      *at = *(void **)p;
+      void *next = link_load(p);
+      if (prev) *(uintptr_t *)prev = link_encode(prev, next); else *head = next;
       return p;
     }
   }
@@ -501,7 +503,7 @@ static ALWAYS_INLINE void *region_alloc(locus_region_t *r, size_t size, bool zer
       return p;
     }
     if (r->reuse && need <= REGION_EXACT_MAX && (p = r->exact[need / REGION_GRANULE])) {
-      r->exact[need / REGION_GRANULE] = *(void **)p;
+      r->exact[need / REGION_GRANULE] = link_load(p);
       ((uintptr_t *)p)[1] = 0;
       if (zero) memset(p, 0, need);
       return p;
@@ -884,9 +886,9 @@ LOCUS_API int locus_region_stats(locus_region_t *r, locus_region_stats_t *s) {
   size_t record = region_need(sizeof(region_callback_t));
   uint64_t free_objects = 0, free_bytes = 0;
   for (size_t i = 1; i < REGION_EXACT_BINS; i++)
-    for (void *p = r->exact[i]; p; p = *(void **)p) free_objects++, free_bytes += i * REGION_GRANULE;
+    for (void *p = r->exact[i]; p; p = link_load(p)) free_objects++, free_bytes += i * REGION_GRANULE;
   for (unsigned b = 0; b < REGION_SIZED_BINS; b++)
-    for (void *p = r->sized[b]; p; p = *(void **)p) free_objects++, free_bytes += free_object_size(p, 0);
+    for (void *p = r->sized[b]; p; p = link_load(p)) free_objects++, free_bytes += free_object_size(p, 0);
   s->objects_live = objects - free_objects - r->ncallbacks + r->big_objects;
   s->bytes_live = bytes - free_bytes - r->ncallbacks * record + r->big_bytes;
   s->bytes_held = r->held;

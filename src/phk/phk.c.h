@@ -162,7 +162,7 @@ static ALWAYS_INLINE void *phk_take_reap(desc_t *pg, bool zero, bool *full) {
     *(void **)(p + pg->marker_off) = NULL;
     if (zero && !(pg->flags & FLAG_CLEAN)) memset(p, 0, pg->obj_size);
   } else if (likely((p = pg->u.blk.free) != NULL)) {
-    pg->u.blk.free = *(void **)p;
+    pg->u.blk.free = link_load(p);
     *(void **)(p + pg->marker_off) = NULL;
     if (zero) memset(p, 0, pg->obj_size);
   } else {
@@ -255,8 +255,15 @@ static ALWAYS_INLINE void phk_free_chunk(heap_t *h, desc_t *pg, void *p, size_t 
     /* beyond bump: never handed out, or freed before the page went back to bump mode */
     if (unlikely((char *)p >= pg->u.blk.bump)) { locus_fatal_jump(call, "double free or invalid pointer", p); return; }
     uintptr_t *w = p;
-    if (pg->marker_off ? w[1] == free_marker(pg, p) : p == pg->u.blk.free) { locus_fatal_jump(call, "double free", p); return; }
-    w[0] = (uintptr_t)pg->u.blk.free;
+    /* 8-byte chunks have no marker word: the list head, or a link (safe-linked, see config.h)
+     * that decodes to NULL or into this page below the bump pointer, says free */
+    char *next = pg->marker_off ? NULL : link_load(p);
+    if (pg->marker_off ? w[1] == free_marker(pg, p)
+                       : p == pg->u.blk.free || !next || (next >= desc_start(pg) && next < pg->u.blk.bump)) {
+      locus_fatal_jump(call, "double free", p);
+      return;
+    }
+    w[0] = link_encode(p, pg->u.blk.free);
     if (pg->marker_off) w[1] = free_marker(pg, p);
     pg->u.blk.free = p;
   } else {
@@ -391,7 +398,7 @@ static size_t phk_check_page(heap_t *h, desc_t *pg) {
   if (cfg_phk_reap) {
     CHECK(pg->u.blk.end == start + (size_t)k->capacity * pg->obj_size);
     CHECK(pg->u.blk.bump >= start && pg->u.blk.bump <= pg->u.blk.end);
-    for (void *f = pg->u.blk.free; f && nfree <= k->capacity; f = *(void **)f) {
+    for (void *f = pg->u.blk.free; f && nfree <= k->capacity; f = link_load(f)) {
       CHECK((char *)f >= start && (char *)f < pg->u.blk.bump);
       CHECK(sizeclass_index(&phk_classes, cls, (size_t)((char *)f - start)) >= 0);
       nfree++;

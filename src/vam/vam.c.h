@@ -202,7 +202,7 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
     if (unlikely(bump >= b->u.blk.end) && !b->u.blk.free) vam_block_retire(h, b, cls);
     if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, b->obj_size);
   } else if (likely((p = b->u.blk.free) != NULL)) {
-    void *next = *(void **)p;
+    void *next = link_load(p);
     b->u.blk.free = next;
     /* Retire when the list ran out, without a branch: under churn of mixed sizes it goes
      * either way about half the time (cachegrind: half of these branches mispredicted; the
@@ -485,15 +485,24 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
     if (unlikely(slot >= b->u.blk.bump)) { vam_free_unbumped(b, slot, p, call); return; }
     /* Branch-free marker test: an 8-byte slot has no marker word (marker_off 0), so its test
      * reads the link word, which never equals a marker, and its marker is overwritten by the
-     * link; for it only the test against the list head catches a double free. */
-    uintptr_t *link = (uintptr_t *)slot, *mark = (uintptr_t *)(slot + b->marker_off);
+     * link; for it the test against the list head, then its link (safe-linked: it decodes to
+     * NULL or to a slot of this block below the bump pointer only if the slot is free; a live
+     * 8-byte object's word was cleared when it was handed out), catch a double free. */
+        uintptr_t *link = (uintptr_t *)slot, *mark = (uintptr_t *)(slot + b->marker_off);
     uintptr_t marker = free_marker(slot);
     void *head = b->u.blk.free;
     if (unlikely(*mark == marker || slot == head)) { locus_fatal_jump(call, "double free", p); return; }
+    if (!b->marker_off) {
+      char *next = link_load(slot);
+      if (!next || (next >= desc_start(b) && next < b->u.blk.bump && !((uintptr_t)next & 7))) {
+        locus_fatal_jump(call, "double free", p);
+        return;
+      }
+    }
     was_full = !head && b->u.blk.bump >= b->u.blk.end;
     if (cfg_small_headers && b->aux8 && *link != vam_classes.size[b->cls]) locus_fatal(call, "invalid pointer", p);
     *mark = marker;
-    *link = (uintptr_t)head;
+    *link = link_encode(slot, head);
     b->u.blk.free = slot;
   }
   h->d.frees[b->cls]++;
@@ -557,7 +566,7 @@ static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const cha
   void *head = b->u.blk.free;
   w[1] = marker;
   b->u.blk.free = p;   /* between the two words' stores: kept as two plain stores */
-  w[0] = (uintptr_t)head;
+  w[0] = link_encode(p, head);
   unsigned cls = b->cls;
   h->d.frees[cls]++;
   /* A full block moves to the front of its class's list. (Written without a branch, like the
@@ -612,7 +621,7 @@ static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call
   uintptr_t *w = p, marker = free_marker(p);
   if ((w[1] | REMOTE_MARK) == (marker | REMOTE_MARK)) locus_fatal(call, "double free", p);
   w[1] = marker ^ REMOTE_MARK;
-  w[0] = (uintptr_t)f->u.blk.free;
+  w[0] = link_encode(p, f->u.blk.free);
   if (!f->u.blk.free) list_push(&me->d.avail[cls], f);
   f->u.blk.free = p;
   f->used--;
@@ -630,7 +639,7 @@ static void vam_foreign_flush(heap_t *h) {
     list_unlink(&h->d.avail[c], f);
     f->u.blk.free = NULL;
     while (p) {
-      void *next = *(void **)p;
+      void *next = link_load(p);
       ((uintptr_t *)p)[1] = 0;    /* not free as far as the owner's check is concerned */
       f->used++;
       h->d.allocs[c]++;           /* balances the free its owner will count */
@@ -735,7 +744,7 @@ static size_t vam_check_block(heap_t *h, desc_t *b) {
   if (cfg_block_bitmap) {
     for (size_t i = 0; i < vam_bitmap_words(b); i++) nfree += (size_t)__builtin_popcountll(((uint64_t *)b->u.blk.free)[i]);
   } else {
-    for (void *f = b->u.blk.free; f && nfree <= cap; f = *(void **)f) {
+    for (void *f = b->u.blk.free; f && nfree <= cap; f = link_load(f)) {
       CHECK((char *)f >= desc_start(b) && (char *)f < b->u.blk.bump);
       CHECK(vam_slot_of(b, (size_t)((char *)f - desc_start(b))) >= 0);
       nfree++;
@@ -758,7 +767,7 @@ static size_t design_check(heap_t *h) {
     for (desc_t *b = h->d.avail[c]; b != &h->d.none; b = b->next) {
       if (b == &h->d.foreign[c]) {   /* the foreign-object cache: a list of 1..MAX objects */
         size_t n = 0;
-        for (void *f = b->u.blk.free; f && n <= VAM_FOREIGN_MAX; f = *(void **)f) {
+        for (void *f = b->u.blk.free; f && n <= VAM_FOREIGN_MAX; f = link_load(f)) {
           segment_t *s = segment_of(f);
           CHECK(s->heap != h && desc_head(s, f)->kind == KIND_VAM_BLOCK && desc_head(s, f)->cls == c);
           n++;
