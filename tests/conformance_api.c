@@ -1022,6 +1022,61 @@ static void t_rlimit_first_malloc(void) {
   CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "malloc(256) failed with 6 MiB of address space left (status %d)", st);
 }
 
+/* Allocation under an exhausted address space (RLIMIT_AS 64 MiB above what is mapped): every
+ * size category fails with NULL and ENOMEM, never a crash; once the objects are freed, the
+ * heap works again for every size. In a child, which keeps the limit. */
+static void t_rlimit_exhaust(void) {
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (n <= 0) _exit(3);
+    buf[n] = 0;
+    char *v = strstr(buf, "VmSize:");
+    if (!v) _exit(3);
+    rlim_t limit = ((rlim_t)strtoul(v + 7, NULL, 10) << 10) + (64u << 20);
+    struct rlimit rl = { limit, limit };
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    static const size_t sizes[] = {24, 200, 3000, 40000, 600000, 3 << 20};
+    enum { MAX = 1 << 20 };
+    static void *objs[MAX];
+    size_t count = 0;
+    for (int round = 0; round < 2; round++) {
+      for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        for (;;) {
+          errno = 0;
+          void *p = count < MAX ? malloc(sizes[s]) : NULL;
+          if (!p) {
+            if (count < MAX && errno != ENOMEM) _exit(10 + (int)s);
+            break;
+          }
+          memset(p, (int)s, sizes[s] < 4096 ? sizes[s] : 4096);
+          objs[count++] = p;
+        }
+      }
+      if (count == 0) _exit(5);
+      while (count) free(objs[--count]);   /* memory is back: everything works again */
+      for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        void *p = malloc(sizes[s]);
+        if (!p) _exit(20 + (int)s);
+        memset(p, 1, sizes[s]);
+        free(p);
+      }
+    }
+    _exit(0);
+  }
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) != 3, "the child could not set up the limit");
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+         "under an exhausted address space: %s %d (10+k: NULL without ENOMEM for size k; 20+k: "
+         "size k failed once memory was back)", WIFSIGNALED(st) ? "signal" : "status",
+         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
 static const test_section_t sections[] = {
     {"alignment_sizes", t_alignment_sizes},
     {"malloc_zero", t_malloc_zero},
@@ -1045,6 +1100,7 @@ static const test_section_t sections[] = {
     {"introspection", t_introspection},
     {"stats_not_cancellation_point", t_stats_not_cancellation_point},
     {"rlimit_first_malloc", t_rlimit_first_malloc},
+    {"rlimit_exhaust", t_rlimit_exhaust},
     {"uaf_link_redirect", t_uaf_link_redirect},
     {"locus_api", t_locus_api},
     {"locus_env", t_locus_env},
