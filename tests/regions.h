@@ -1,4 +1,4 @@
-/* regions.h — what the region tests (regions.c, regions_errors.c) share.
+/* regions.h — what the region tests (regions.c, regions_errors.c, regions_cxx.cpp) share.
  *
  * The test programs are not linked against a Locus library: they run under LD_PRELOAD of each
  * library of the suite, or of none (`system`). The region calls are therefore weak references,

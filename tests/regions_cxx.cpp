@@ -14,20 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "check.h"
 #include "locus.hpp"
-
-#pragma weak locus_region_create
-#pragma weak locus_region_malloc
-#pragma weak locus_region_calloc
-#pragma weak locus_region_realloc
-#pragma weak locus_region_aligned_alloc
-#pragma weak locus_region_free
-#pragma weak locus_region_clear
-#pragma weak locus_region_destroy
-#pragma weak locus_region_on_destroy
-#pragma weak locus_region_of
-#pragma weak locus_region_stats
+#include "regions.h"   // check.h, and the region calls as weak references
 
 template <class T>
 using rvector = std::vector<T, locus::region_allocator<T>>;
