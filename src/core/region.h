@@ -519,13 +519,18 @@ static inline size_t region_object_size(const desc_t *d, size_t i) {
   return (bit_next(chunk_bits(d), i) - i) * REGION_GRANULE;
 }
 
+/* Whether p (in chunk d) is on a granule whose start bit is set: an object, a free object or
+ * the bump point. Granules before the chunk's base (its bitmap, the region itself) never have
+ * their bit set, so no test of the base is needed. */
+static inline bool region_granule_started(const desc_t *d, const void *p) {
+  size_t off = (size_t)((const char *)p - desc_start(d));
+  return !(off & (REGION_GRANULE - 1)) && bit_get(chunk_bits(d), off / REGION_GRANULE);
+}
+
 /* Checks that p is a live object of chunk d (not yet free unless `queued`); returns its granule. */
 static size_t region_object_check(locus_region_t *r, desc_t *d, void *p, bool queued, const char *call) {
-  char *start = desc_start(d);
-  size_t off = (size_t)((char *)p - start);
-  if ((off & (REGION_GRANULE - 1)) || (char *)p < chunk_base(r, d) || (char *)p >= chunk_top(r, d) ||
-      !bit_get(chunk_bits(d), off / REGION_GRANULE))
-    locus_fatal(call, "invalid pointer", p);
+  if (!region_granule_started(d, p) || (char *)p >= chunk_top(r, d)) locus_fatal(call, "invalid pointer", p);
+  size_t off = (size_t)((char *)p - desc_start(d));
   uintptr_t mark = ((uintptr_t *)p)[1], m = region_marker(d, p);
   if (queued ? mark != (m | 1) : (mark | 1) == (m | 1)) locus_fatal(call, "double free", p);
   return off / REGION_GRANULE;
@@ -562,10 +567,7 @@ static NOINLINE void region_collect(locus_region_t *r) {
  * program (NULL if p is not an object of a live region). */
 static locus_region_t *region_of_object(desc_t *d, const void *p) {
   if (d->kind == KIND_REGION_BIG) return p == desc_start(d) && !d->used ? d->u.rgn.region : NULL;
-  if (d->kind != KIND_REGION) return NULL;
-  size_t off = (size_t)((const char *)p - desc_start(d));
-  if (off & (REGION_GRANULE - 1) || off < region_bitmap_bytes(desc_bytes(d)) || !bit_get(chunk_bits(d), off / REGION_GRANULE))
-    return NULL;
+  if (d->kind != KIND_REGION || !region_granule_started(d, p)) return NULL;
   locus_region_t *r = d->u.rgn.region;
   /* The bump point's bit is set too. (From another thread the bump pointer read may be an
    * older one: still beyond p if p was allocated, still not beyond it if p is the bump point.) */
@@ -573,6 +575,13 @@ static locus_region_t *region_of_object(desc_t *d, const void *p) {
     return NULL;
   uintptr_t mark = ((const uintptr_t *)p)[1] | 1;
   return mark == (region_marker(d, p) | 1) ? NULL : r;
+}
+
+/* Pushes object p onto r's queue of frees (lock-free, from any thread; linked via word 0). */
+static void region_queue_push(locus_region_t *r, void *p) {
+  void *head = atomic_load_explicit(&r->remote, memory_order_relaxed);
+  do *(void **)p = head;
+  while (!atomic_compare_exchange_weak_explicit(&r->remote, &head, p, memory_order_release, memory_order_relaxed));
 }
 
 /* free() of a region object, from any thread: checked as far as can be without the region's
@@ -584,25 +593,18 @@ static NOINLINE void region_free_queued(desc_t *d, void *p, const char *call) {
     if (p != desc_start(d)) locus_fatal(call, "invalid pointer", p);
     if (__atomic_exchange_n(&d->used, 1, __ATOMIC_RELAXED)) locus_fatal(call, "double free", p);
   } else {
-    size_t off = (size_t)((char *)p - desc_start(d));
-    if ((off & (REGION_GRANULE - 1)) || off < region_bitmap_bytes(desc_bytes(d)) || !bit_get(chunk_bits(d), off / REGION_GRANULE))
-      locus_fatal(call, "invalid pointer", p);
+    if (!region_granule_started(d, p)) locus_fatal(call, "invalid pointer", p);
     uintptr_t *w = p, m = region_marker(d, p);
     if ((w[1] | 1) == (m | 1)) locus_fatal(call, "double free", p);
     w[1] = m | 1;
   }
-  void *head = atomic_load_explicit(&r->remote, memory_order_relaxed);
-  do *(void **)p = head;
-  while (!atomic_compare_exchange_weak_explicit(&r->remote, &head, p, memory_order_release, memory_order_relaxed));
+  region_queue_push(r, p);
 }
 
 /* free() of a big region OS object: queued like the rest. */
 static void region_free_queued_os(os_obj_t *o, void *p) {
   o->state = OS_OBJ_QUEUED;
-  locus_region_t *r = o->region;
-  void *head = atomic_load_explicit(&r->remote, memory_order_relaxed);
-  do *(void **)p = head;
-  while (!atomic_compare_exchange_weak_explicit(&r->remote, &head, p, memory_order_release, memory_order_relaxed));
+  region_queue_push(o->region, p);
 }
 
 /* Usable size of region object p (run head d), from any thread. */
