@@ -36,8 +36,8 @@ size_t locus_purge(void);
 
 /* Counters, summed over all heaps at the moment of the call (racy but never torn per field). */
 typedef struct locus_stats {
-  uint64_t version;          /* layout version of this struct: 3 (2 lacked the region fields,
-                                1 the lock fields) */
+  uint64_t version;          /* layout version of this struct: 4 (3 lacked the hint fields,
+                                2 the region fields, 1 the lock fields) */
   uint64_t malloc_calls;     /* every successful allocation, whatever the entry point */
   uint64_t free_calls;       /* every free of a non-NULL pointer */
   uint64_t remote_frees;     /* frees of objects owned by another thread's heap */
@@ -61,6 +61,11 @@ typedef struct locus_stats {
   uint64_t lock_contended;   /* of those, the ones that found the lock held and waited */
   uint64_t regions;          /* live regions (locus_region_create minus destroy) */
   uint64_t region_bytes;     /* bytes regions hold: their chunks and big objects */
+  uint64_t hint_calls;       /* locus_malloc_near/locus_calloc_near calls with a hint */
+  uint64_t hint_same_page;   /* of those, results on the hint's page (page accuracy) */
+  uint64_t hint_same_line;   /* results on the hint's 64-byte cache line */
+  uint64_t hint_same_kregion; /* results in the hint's K-region (the design's; a page where
+                                 the design has none) */
 } locus_stats_t;
 
 /* Fills *out; returns 0. */
@@ -70,6 +75,20 @@ int locus_stats_get(locus_stats_t *out);
 size_t locus_stats_json(char *buf, size_t len);
 /* Prints a human-readable table of the statistics to the file descriptor. */
 void locus_stats_print(int fd);
+
+/* ---- allocation near a hint ------------------------------------------------------------
+ *
+ * "Put this object near that one" (Jula & Rauchwerger's allocation hints): the result is
+ * placed on the hint's page, or in the hint's K-region, when the design can and has room
+ * there; otherwise it is an ordinary allocation. Lists hint with the previous element, trees
+ * with the parent. The hint may be any address: NULL, or memory the allocator does not know,
+ * means plain malloc. The result is an ordinary object: free(), realloc() and
+ * malloc_usable_size() work on it from any thread. NULL with errno ENOMEM on failure.
+ * Designs that cannot place objects by address (phk and its variants) treat every hint as
+ * malloc. The statistics count hinted calls and where their results landed. */
+void *locus_malloc_near(size_t size, const void *hint);
+/* calloc near a hint: n * size zeroed bytes (NULL, errno ENOMEM, on overflow). */
+void *locus_calloc_near(size_t n, size_t size, const void *hint);
 
 /* ---- regions with per-object free ------------------------------------------------------
  *

@@ -224,6 +224,31 @@ LOCUS_API size_t malloc_usable_size(void *p) {
   return p ? usable_impl(p, "malloc_usable_size()") : 0;
 }
 
+/* ---- allocation near a hint ------------------------------------------------------------------ */
+
+/* Counted here, once for every design, and only on this path: plain malloc pays nothing. */
+static void *alloc_near(size_t size, const void *hint, bool zero) {
+  if (!hint) return alloc_impl(size, zero);
+  void *p = design_alloc_near(tl_heap, size, hint, zero);
+  heap_t *h = tl_heap;   /* after the call: a thread's first allocation gives it its heap */
+  if (p && h != &heap_empty) {
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)hint;
+    h->stats.hint_calls++;
+    h->stats.hint_same_page += (a ^ b) >> os_page_shift == 0;
+    h->stats.hint_same_line += (a ^ b) >> 6 == 0;
+    h->stats.hint_same_kregion += (a ^ b) >> design_kregion_shift(hint) == 0;
+  }
+  return p;
+}
+
+LOCUS_API void *locus_malloc_near(size_t size, const void *hint) { return alloc_near(size, hint, false); }
+
+LOCUS_API void *locus_calloc_near(size_t n, size_t size, const void *hint) {
+  size_t total;
+  if (unlikely(__builtin_mul_overflow(n, size, &total))) { errno = ENOMEM; return NULL; }
+  return alloc_near(total, hint, true);
+}
+
 /* glibc's own internal calls go through these names: they must land in the same heap. */
 LOCUS_API void *__libc_malloc(size_t size) { return alloc_impl(size, false); }
 LOCUS_API void __libc_free(void *p) { free_impl(p, "free()"); }
@@ -237,7 +262,7 @@ LOCUS_API void *__libc_pvalloc(size_t size) { return pvalloc(size); }
 
 static void stats_collect(locus_stats_t *st) {
   memset(st, 0, sizeof *st);
-  st->version = 3;
+  st->version = 4;
   lock_acquire(&registry_lock);
   for (heap_t *h = registry; h; h = h->next_all) {
 #define LOAD(f) __atomic_load_n(&h->stats.f, __ATOMIC_RELAXED)
@@ -250,6 +275,10 @@ static void stats_collect(locus_stats_t *st) {
     st->huge_in_use += LOAD(huge_in_use);
     st->search_words += LOAD(search_words);
     st->searches += LOAD(searches);
+    st->hint_calls += LOAD(hint_calls);
+    st->hint_same_page += LOAD(hint_same_page);
+    st->hint_same_line += LOAD(hint_same_line);
+    st->hint_same_kregion += LOAD(hint_same_kregion);
     uint64_t m = LOAD(search_words_max);
     if (m > st->search_words_max) st->search_words_max = m;
     uint64_t dirty = __atomic_load_n(&h->pages.dirty_pages, __ATOMIC_RELAXED);
@@ -292,7 +321,7 @@ static void stats_collect(locus_stats_t *st) {
   X(bytes_committed) X(bytes_discarded) X(discard_calls) X(pages_in_use) X(pages_free) \
   X(blocks_in_use) X(huge_in_use) X(heaps) X(heaps_abandoned) X(search_words) \
   X(search_words_max) X(searches) X(lock_acquisitions) X(lock_contended) X(regions) \
-  X(region_bytes)
+  X(region_bytes) X(hint_calls) X(hint_same_page) X(hint_same_line) X(hint_same_kregion)
 
 LOCUS_API int locus_stats_get(locus_stats_t *out) {
   if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();

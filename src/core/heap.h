@@ -28,7 +28,8 @@
 #define HEAP_COUNTERS(X) \
   X(malloc_calls) X(free_calls) X(remote_frees) X(bytes_allocated) \
   X(pages_in_use) X(blocks_in_use) X(huge_in_use) \
-  X(search_words) X(search_words_max) X(searches)
+  X(search_words) X(search_words_max) X(searches) \
+  X(hint_calls) X(hint_same_page) X(hint_same_line) X(hint_same_kregion)
 
 typedef struct heap_stats {
 #define X(name) uint64_t name;
@@ -79,6 +80,13 @@ static void design_heap_init(heap_t *h);
 /* Frees p into heap h (the caller owns h). d is the descriptor of p's page: the head of a run
  * of the design's one-page kind is freed at once; anything else goes to free_in_run (api.h). */
 static void design_free(heap_t *h, desc_t *d, void *p, const char *call);
+/* An object of `size` bytes near hint (not NULL, but any address: perhaps not ours, perhaps
+ * another heap's): in hint's K-region or page when the design can place it there, else as
+ * design_alloc would. A design without placement by address simply calls design_alloc. */
+static void *design_alloc_near(heap_t *h, size_t size, const void *hint, bool zero);
+/* log2 of the bytes in hint's K-region, for the statistics' "same K-region" (the page's where
+ * the design has no K-regions). */
+static unsigned design_kregion_shift(const void *hint);
 /* Frees p given its run's head d and its offset in the run (kinds not the design's: core_free). */
 static void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call);
 /* The core's side of design_free's other case: finds p's run head, then design_free_run. */

@@ -226,6 +226,13 @@ static ALWAYS_INLINE void *phk_alloc(heap_t *h, size_t size, bool zero) {
 
 #define design_alloc phk_alloc
 
+/* PHK places objects by size and address order only: a hint is a plain malloc. */
+static void *design_alloc_near(heap_t *h, size_t size, const void *hint, bool zero) {
+  (void)hint;
+  return phk_alloc(h, size, zero);
+}
+static unsigned design_kregion_shift(const void *hint) { (void)hint; return os_page_shift; }
+
 /* A chunk of a class whose size is a multiple of `align` is aligned (pages start on a page
  * boundary and chunk i starts at i * size): with power-of-two classes, the class of
  * max(size, align). Larger alignments get a page run aligned in the page manager. */

@@ -436,6 +436,55 @@ static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
 
 #define design_alloc vam_alloc
 
+/* ---- allocation near a hint ---------------------------------------------------------------- */
+
+/* Whether block b (of class cls, of heap h) is on avail[cls]: it has room and is not an empty
+ * block kept in the heap's cache (off every list, see vam.h's invariants). */
+static inline bool vam_block_listed(heap_t *h, const desc_t *b, unsigned cls) {
+  bool room = cfg_block_bitmap ? !(b->flags & FLAG_FULL) : vam_has_room(b);
+  return room && (b->used > 0 || h->d.spare[cls] == b);
+}
+
+/* The block of heap h serving class cls whose run holds page descriptor d, if it has room; d
+ * may be any page of a segment of h (or a header page: not a block). */
+static inline desc_t *vam_block_near(heap_t *h, desc_t *d, unsigned cls) {
+  if (d->kind != KIND_VAM_BLOCK && d->kind != KIND_INTERIOR) return NULL;
+  desc_t *b = d - d->back;
+  return b->kind == KIND_VAM_BLOCK && b->cls == cls && vam_block_listed(h, b, cls) ? b : NULL;
+}
+
+/* The hint's own block if it is of this class and has room, else the block on the page just
+ * before or just after it (a neighbouring page is still near: the same TLB reach and, for a
+ * sequential traversal, the next prefetched page). The chosen block moves to the front of its
+ * class's list and serves the object through the ordinary path, which keeps the list's
+ * invariants (a block that gives its last object retires); later unhinted allocations of the
+ * class continue where the hinted ones went. Hints into another heap's memory, large areas and
+ * core runs fall back to plain malloc: only page blocks place objects by address. */
+static NOINLINE void *vam_alloc_near(heap_t *h, size_t size, const void *hint, bool zero) {
+  if (size > VAM_MEDIUM_MAX || h == &heap_empty || segmap_get(hint) != GRANULE_SEGMENT) return vam_alloc(h, size, zero);
+  segment_t *s = segment_of(hint);
+  if (s->heap != h) return vam_alloc(h, size, zero);
+  unsigned cls = sizeclass_of(&vam_classes, size);
+  desc_t *d = desc_of_page(s, hint), *b = vam_block_near(h, d, cls);
+  if (!b) {
+    desc_t *head = d - (d->kind == KIND_INTERIOR ? d->back : 0);
+    size_t first = (size_t)(head - s->desc);
+    size_t after = first + (head->kind == KIND_FREE || !head->npages ? 1 : head->npages);
+    if (first > s->first) b = vam_block_near(h, &s->desc[first - 1], cls);
+    if (!b && after < s->npages) b = vam_block_near(h, &s->desc[after], cls);
+  }
+  if (b && h->d.avail[cls] != b) {
+    list_unlink(&h->d.avail[cls], b);
+    list_push(&h->d.avail[cls], b);
+  }
+  return vam_alloc(h, size, zero);
+}
+
+static void *design_alloc_near(heap_t *h, size_t size, const void *hint, bool zero) {
+  return vam_alloc_near(h, size, hint, zero);
+}
+static unsigned design_kregion_shift(const void *hint) { (void)hint; return os_page_shift; }
+
 /* Blocks of classes whose objects are multiples of `align` keep every object aligned (blocks
  * start on a page); other alignments come from a large chunk with an alias header in front of
  * the aligned pointer, or from page runs. */
