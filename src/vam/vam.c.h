@@ -438,11 +438,11 @@ static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
 
 /* ---- allocation near a hint ---------------------------------------------------------------- */
 
-/* Whether block b (of class cls, of heap h) is on avail[cls]: it has room and is not an empty
- * block kept in the heap's cache (off every list, see vam.h's invariants). */
+/* Whether block b (of class cls, of heap h) is on avail[cls] with room: not full, and not an
+ * empty block kept in the heap's cache (off every list, see vam.h's invariants). */
 static inline bool vam_block_listed(heap_t *h, const desc_t *b, unsigned cls) {
-  bool room = cfg_block_bitmap ? !(b->flags & FLAG_FULL) : vam_has_room(b);
-  return room && (b->used > 0 || h->d.spare[cls] == b);
+  bool listed = !cfg_block_bitmap || !(b->flags & FLAG_FULL);   /* vam-bitmap: may be exhausted */
+  return listed && vam_has_room(b) && (b->used > 0 || h->d.spare[cls] == b);
 }
 
 /* The block of heap h serving class cls whose run holds page descriptor d, if it has room; d
