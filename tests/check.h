@@ -97,6 +97,17 @@ static TEST_UNUSED void test_fail_exit(void) { _exit(1); }
 #define CHECK_GE(a, b) CHECK_OP(a, >=, b)
 #define CHECK_GT(a, b) CHECK_OP(a, >, b)
 
+/* A NULL result with errno = ENOMEM (errno is set to something else first, so a stale ENOMEM
+ * cannot pass). */
+#define CHECK_ENOMEM(expr)                                                                    \
+  do {                                                                                        \
+    errno = EDOM;                                                                             \
+    void *r_ = (expr);                                                                        \
+    int e_ = errno;                                                                           \
+    CHECKF(r_ == NULL, "%s returned %p instead of NULL", #expr, r_);                         \
+    CHECKF(e_ == ENOMEM, "%s: errno is %d (%s), not ENOMEM", #expr, e_, strerror(e_));       \
+  } while (0)
+
 #define CHECK_ALIGNED(p, a)                                                                   \
   CHECKF(((uintptr_t)(p) & ((uintptr_t)(a) - 1)) == 0, "%p is not aligned to %zu", (void *)(p), \
          (size_t)(a))

@@ -34,17 +34,6 @@ static size_t page;
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
-/* A NULL result with errno = ENOMEM (errno is set to something else first, so a stale ENOMEM
- * cannot pass). */
-#define CHECK_ENOMEM(expr)                                                                    \
-  do {                                                                                        \
-    errno = EDOM;                                                                             \
-    void *r_ = (expr);                                                                        \
-    int e_ = errno;                                                                           \
-    CHECKF(r_ == NULL, "%s returned %p instead of NULL", #expr, r_);                         \
-    CHECKF(e_ == ENOMEM, "%s: errno is %d (%s), not ENOMEM", #expr, e_, strerror(e_));       \
-  } while (0)
-
 static void *checked_malloc(size_t n) {
   void *p = malloc(n);
   CHECKF(p != NULL, "malloc(%zu) returned NULL", n);

@@ -84,12 +84,6 @@ static void t_fallback(void) {
 
 /* ---- calloc ---------------------------------------------------------------------------- */
 
-#define CHECK_ENOMEM(call)                                                                    \
-  do {                                                                                        \
-    errno = 0;                                                                                \
-    void *q_ = (call);                                                                        \
-    CHECKF(q_ == NULL && errno == ENOMEM, "%p, errno %d", q_, errno);                         \
-  } while (0)
 
 static void t_calloc(void) {
   for (size_t i = 0; i < NSIZES; i++) {

@@ -990,12 +990,6 @@ static void t_stats(void) {
 
 /* ---- enomem --------------------------------------------------------------------------- */
 
-#define CHECK_ENOMEM(call)                                                                    \
-  do {                                                                                        \
-    errno = 0;                                                                                \
-    void *q_ = (call);                                                                        \
-    CHECKF(q_ == NULL && errno == ENOMEM, "%p, errno %d", q_, errno);                         \
-  } while (0)
 
 static void t_enomem(void) {
   locus_region_t *r = region_new(NULL);
