@@ -67,7 +67,7 @@ enum {
   X(region_destroy) X(region_malloc) X(region_calloc) X(region_aligned_alloc)                 \
   X(region_realloc_null) X(region_realloc) X(region_free) X(region_obj_free)                  \
   X(region_obj_realloc) X(handoff) X(take) X(take_free) X(take_region_obj_free) X(sweep)      \
-  X(tree_walk) X(check_heap)
+  X(tree_walk) X(check_heap) X(malloc_near) X(calloc_near)
 #define OP_ENUM(n) OP_##n,
 #define OP_NAME(n) #n,
 enum { OPS(OP_ENUM) OP_COUNT };
@@ -145,6 +145,12 @@ static struct {
   void (*del_aligned)(void *, size_t, size_t);
 } X;
 static int have_new, have_new_aligned;
+
+static struct {
+  void *(*malloc)(size_t, const void *);
+  void *(*calloc)(size_t, size_t, const void *);
+} H;
+static int have_near;
 
 static void lookup(void *fnp, const char *name) {
   void *s = dlsym(RTLD_DEFAULT, name);
@@ -468,6 +474,17 @@ static int make(worker_t *w, obj_t *o) {
     return adopt_new(w, o, R.realloc(r, NULL, size), size, al, 0, "locus_region_realloc");
   }
   uint64_t c = rng_below(g, 100);
+  if (c < 8 && have_near) {   /* near a live object of this thread (or, 1 in 8, a wild address) */
+    const void *hint = w->n ? w->objs[rng_below(g, w->n)].p : NULL;
+    if (rng_below(g, 8) == 0) hint = (const void *)(uintptr_t)rng_next(g);
+    if (c < 5) {
+      count(w, OP_malloc_near);
+      return adopt_new(w, o, H.malloc(size, hint), size, plain_align(size), 0, "locus_malloc_near");
+    }
+    count(w, OP_calloc_near);
+    split_size(g, size, &n, &m);
+    return adopt_new(w, o, H.calloc(n, m, hint), size, plain_align(size), 1, "locus_calloc_near");
+  }
   if (c < 40) {
     count(w, OP_malloc);
     return adopt_new(w, o, malloc(size), size, plain_align(size), 0, "malloc");
@@ -891,6 +908,9 @@ int main(int argc, char **argv) {
   lookup(&X.del_aligned, "_ZdlPvmSt11align_val_t");
   have_new = X.new_ && X.del;
   have_new_aligned = X.new_aligned && X.del_aligned;
+  lookup(&H.malloc, "locus_malloc_near");
+  lookup(&H.calloc, "locus_calloc_near");
+  have_near = H.malloc && H.calloc;
 
   static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
   for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
