@@ -251,26 +251,23 @@ static void t_empty(void) {
   }
 }
 
-/* Runs fn in a child with stderr captured; it must die with a message containing `what`. */
+/* Runs fn(arg) in a child (check.h's test_run_child: stderr captured); returns how it ended. */
+static void (*child_fn)(void *);
+static void *child_arg;
+static void child_trampoline(void) { child_fn(child_arg); }
+static test_child_t run_child(void (*fn)(void *), void *arg) {
+  test_child_t c;
+  child_fn = fn;
+  child_arg = arg;
+  test_run_child(child_trampoline, &c);
+  return c;
+}
+
+/* fn(arg) must end the program with a message containing `what`. */
 static void expect_death(void (*fn)(void *), void *arg, const char *what) {
-  int fd[2];
-  CHECK(pipe(fd) == 0);
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    dup2(fd[1], 2);
-    fn(arg);
-    _exit(0);
-  }
-  close(fd[1]);
-  char msg[512] = {0};
-  size_t got = 0;
-  ssize_t r;
-  while (got < sizeof msg - 1 && (r = read(fd[0], msg + got, sizeof msg - 1 - got)) > 0) got += (size_t)r;
-  close(fd[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  CHECKF(WIFSIGNALED(st) && strstr(msg, what), "expected '%s': status %d, '%s'", what, st, msg);
+  test_child_t c = run_child(fn, arg);
+  CHECKF(!c.hung && WIFSIGNALED(c.status) && c.err_len && strstr(c.err, what),
+         "expected '%s': status %d, '%s'", what, c.status, c.err_len ? c.err : "");
 }
 
 static void die_double(void *arg) {
@@ -311,32 +308,23 @@ static void t_misuse(void) {
   expect_death(die_header, (void *)8, "invalid pointer");
 }
 
-/* Runs this program as a probe (one malloc, nothing else) with LOCUS_TP_K=value: the library
- * must warn that it kept the default. */
+/* This program as a probe (one malloc, nothing else) with LOCUS_TP_K=value. */
+static void probe_k(void *value) {
+  setenv("LOCUS_TP_K", value, 1);
+  setenv("LOCUS_TEST_TP_PROBE", "1", 1);
+  execl("/proc/self/exe", "design_tp", (char *)NULL);
+  _exit(127);
+}
+
+/* The library must warn that it kept the default, and run on. */
 static void t_bad_k(void) {
   static const char *bad[] = {"6", "17", "99", "abc", "12x", ""};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    int fd[2];
-    CHECK(pipe(fd) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-      dup2(fd[1], 2);
-      setenv("LOCUS_TP_K", bad[i], 1);
-      setenv("LOCUS_TEST_TP_PROBE", "1", 1);
-      execl("/proc/self/exe", "design_tp", (char *)NULL);
-      _exit(127);
-    }
-    close(fd[1]);
-    char msg[512] = {0};
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof msg - 1 && (r = read(fd[0], msg + got, sizeof msg - 1 - got)) > 0) got += (size_t)r;
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "LOCUS_TP_K=%s: status %d", bad[i], st);
-    CHECKF(strstr(msg, "bad value for LOCUS_TP_K"), "LOCUS_TP_K='%s' not rejected: '%s'", bad[i], msg);
+    test_child_t c = run_child(probe_k, (void *)bad[i]);
+    CHECKF(!c.hung && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0, "LOCUS_TP_K=%s: status %d",
+           bad[i], c.status);
+    CHECKF(c.err_len && strstr(c.err, "bad value for LOCUS_TP_K"), "LOCUS_TP_K='%s' not rejected: '%s'",
+           bad[i], c.err_len ? c.err : "");
   }
 }
 
