@@ -2,8 +2,8 @@
  * child process, with the outcome expected of each allocator family.
  *
  * Outcomes: caught (the child ended abnormally: the allocator's report and abort, or a fault)
- * or missed (it ran to its end). The table says, per family — the Vam builds, the PHK builds,
- * glibc (`system`) — C (caught), M (missed) or ? (either: the outcome depends on layout or
+ * or missed (it ran to its end). The table says, per family — the Vam builds, the PHK builds
+ * (and tp: neither has object headers nor boundary tags), glibc (`system`) — C (caught), M (missed) or ? (either: the outcome depends on layout or
  * on what the misuse overwrote). A case expected caught and missed fails the test: detection
  * regressed. A case expected missed and caught is reported as an improvement (update the
  * table). Under a Locus library a caught case that aborted must also have printed Locus's
@@ -174,9 +174,10 @@ static const char *name(size_t i) { return cases[i].name; }
 
 int main(int argc, char **argv) {
   locus_api_t api;
-  if (locus_api_require(&api)) family = strncmp(api.variant(), "phk", 3) == 0 ? 1 : 0;
+  if (locus_api_require(&api))
+    family = strncmp(api.variant(), "phk", 3) == 0 || strncmp(api.variant(), "tp", 2) == 0 ? 1 : 0;
   else if (!getenv("LD_PRELOAD") || !*getenv("LD_PRELOAD")) family = 2;
-  test_note("misuse: %s\n", family == 0 ? "a Vam build" : family == 1 ? "a PHK build" :
+  test_note("misuse: %s\n", family == 0 ? "a Vam build" : family == 1 ? "a PHK or TP build" :
                             family == 2 ? "glibc" : "another allocator (outcomes only)");
   return test_run_cases(argc, argv, NCASES, name, run);
 }

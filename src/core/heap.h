@@ -105,6 +105,16 @@ static void design_stats(heap_t *h, locus_stats_t *st);
 static void design_release_spares(heap_t *h);
 static size_t design_check(heap_t *h);
 
+/* The two hooks of a design that keeps all its counters in h->stats and sends every object
+ * another thread frees home (no foreign-object cache): it defines DESIGN_PLAIN_HOOKS. */
+#ifdef DESIGN_PLAIN_HOOKS
+static void design_stats(heap_t *h, locus_stats_t *st) { (void)h; (void)st; }
+static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
+  (void)me; (void)d; (void)p; (void)call;
+  return false;
+}
+#endif
+
 /* ---- global state ------------------------------------------------------------------------ */
 static lock_t registry_lock;                 /* serialises additions to the registry */
 static heap_t *registry;                     /* all heaps, newest first; append-only, so it is
@@ -116,6 +126,18 @@ static pthread_key_t heap_key;
 static _Atomic bool heap_key_ready;
 static _Atomic int init_state;               /* 0 none, 1 running, 2 done */
 static uint64_t free_marker_cookie;          /* random; see the designs' double-free markers */
+
+/* The double-free marker a design writes into a freed object's second word: the address, the
+ * random cookie and a salt (a number new each time memory becomes a block of the design, so a
+ * stale marker left in reused memory never matches). A remote free writes it with bit 0
+ * flipped (REMOTE_MARK), and either form says "already free". */
+#define REMOTE_MARK 1u
+static inline uintptr_t free_marker_salted(const void *p, uint32_t salt) {
+  return (uintptr_t)p ^ free_marker_cookie ^ (uintptr_t)salt << 32;
+}
+static inline bool marker_says_free(uintptr_t word, uintptr_t marker) {
+  return (word | REMOTE_MARK) == (marker | REMOTE_MARK);
+}
 
 /* A thread that has no heap yet uses heap_empty: its lists are empty, so every allocation
  * takes the slow path, which gives the thread a real heap. */

@@ -18,7 +18,12 @@ enum discard_policy { DISCARD_IMMEDIATE, DISCARD_DELAYED, DISCARD_PRESSURE };
   X(PRESSURE_PCT, pressure_pct, N, 10, "pressure: discard when available memory falls below this %") \
   X(OS_THRESHOLD, os_threshold, S, 1u << 20, "objects at least this big get their own mapping") \
   X(HUGE_CACHE, huge_cache, S, 256u << 20, "most bytes of freed own-mapping objects kept for reuse (within recent demand)") \
-  X(CHECK_EVERY, check_every, N, 0, "debug builds: check the heap every N slow-path events (0: default)")
+  X(CHECK_EVERY, check_every, N, 0, "debug builds: check the heap every N slow-path events (0: default)") \
+  X(TP_K,       tp_k,       N, 12, "tp: K-regions of objects up to 512 B are 2^K bytes (7..16)")
+
+/* Options whose value must lie in a range: a value outside it is a bad value (kept default). */
+#define LOCUS_OPTION_RANGES(X) \
+  X(tp_k, 7, 16)
 
 typedef struct options {
 #define X(NAME, field, kind, def, help) uint64_t field;
@@ -68,6 +73,13 @@ static bool parse_option(char kind, const char *val, uint64_t *out) {
   return false;
 }
 
+static bool option_in_range(const uint64_t *f, uint64_t v) {
+#define X(field, lo, hi) if (f == &opt.field && (v < (lo) || v > (hi))) return false;
+  LOCUS_OPTION_RANGES(X)
+#undef X
+  return true;
+}
+
 /* Handles one "NAME=value" string; ignores everything not starting with LOCUS_. */
 static void option_apply(const char *entry) {
   if (strncmp(entry, "LOCUS_", 6)) return;
@@ -76,8 +88,9 @@ static void option_apply(const char *entry) {
   size_t n = (size_t)(eq - name);
 #define X(NAME, field, kind, def, help) \
   if (n == sizeof(#NAME) - 1 && !strncmp(name, #NAME, n)) { \
-    if (!parse_option(#kind[0], eq + 1, &opt.field)) \
-      locus_printf(2, "locus: warning: bad value for LOCUS_%s: '%s' (kept default)\n", #NAME, eq + 1); \
+    uint64_t v; \
+    if (parse_option(#kind[0], eq + 1, &v) && option_in_range(&opt.field, v)) opt.field = v; \
+    else locus_printf(2, "locus: warning: bad value for LOCUS_%s: '%s' (kept default)\n", #NAME, eq + 1); \
     return; \
   }
   LOCUS_OPTIONS(X)

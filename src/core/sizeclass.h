@@ -78,4 +78,10 @@ static inline long sizeclass_index(const sizeclass_table_t *t, unsigned cls, siz
   return divide_exact(offset, t->size[cls], t->recip[cls]);
 }
 
+/* realloc in place while the object's class still fits the new size and is not more than twice
+ * it (PHKmalloc's rule; the smallest class always fits). */
+static inline bool sizeclass_resize_fits(uint32_t obj_size, unsigned cls, size_t size) {
+  return size <= obj_size && (size > obj_size / 2 || cls == 0);
+}
+
 #endif

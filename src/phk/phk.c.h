@@ -60,9 +60,8 @@ static void design_heap_init(heap_t *h) {
 
 /* The reap pages' double-free marker: see phk.h for why the page's serial is in it. */
 static inline uintptr_t free_marker(const desc_t *pg, const void *p) {
-  return (uintptr_t)p ^ free_marker_cookie ^ (uintptr_t)pg->aux << 32;
+  return free_marker_salted(p, pg->aux);
 }
-#define REMOTE_MARK 1u   /* a remote free's marker differs in bit 0 from a local free's */
 
 /* ---- page lists ---------------------------------------------------------------------------- */
 
@@ -332,7 +331,7 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
     if (sizeclass_index(&phk_classes, d->cls, off) < 0) locus_fatal(call, "invalid pointer", p);
     if (d->marker_off) {
       uintptr_t *w = p;
-      if ((w[1] | REMOTE_MARK) == (free_marker(d, p) | REMOTE_MARK)) locus_fatal(call, "double free", p);
+      if (marker_says_free(w[1], free_marker(d, p))) locus_fatal(call, "double free", p);
       w[1] = free_marker(d, p) ^ REMOTE_MARK;
     }
   } else {
@@ -361,20 +360,11 @@ static size_t design_usable(desc_t *d, const void *p, const char *call) {
  * realloc rule); otherwise the API layer moves the object. Page runs are the core's. */
 static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   (void)h; (void)p;
-  return d->kind == KIND_PHK_PAGE && size <= d->obj_size && (size > d->obj_size / 2 || d->cls == 0);
+  return d->kind == KIND_PHK_PAGE && sizeclass_resize_fits(d->obj_size, d->cls, size);
 }
 
-/* PHK keeps all its counters in h->stats. */
-static void design_stats(heap_t *h, locus_stats_t *st) {
-  (void)h;
-  (void)st;
-}
-
-/* PHK sends every object another thread frees home (no foreign-object cache). */
-static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
-  (void)me; (void)d; (void)p; (void)call;
-  return false;
-}
+/* design_stats, design_keep_foreign: PHK keeps all its counters in h->stats and sends every
+ * object another thread frees home (DESIGN_PLAIN_HOOKS, phk.h). */
 
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < phk_classes.count; c++) {

@@ -51,7 +51,6 @@ static void list_unlink(desc_t **head, desc_t *b) {
 }
 
 static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_marker_cookie; }
-#define REMOTE_MARK 1u   /* a remote free's marker differs in bit 0 from a local free's */
 
 /* Slot size of a class: the class size rounded up to the quantum (the 8-byte class stays 8),
  * plus, in vam-header, the object's header. */
@@ -668,7 +667,7 @@ static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call
   if ((uint16_t)(0 - f->used) >= VAM_FOREIGN_MAX) return false;
   vam_slot_index(d, p, call);
   uintptr_t *w = p, marker = free_marker(p);
-  if ((w[1] | REMOTE_MARK) == (marker | REMOTE_MARK)) locus_fatal(call, "double free", p);
+  if (marker_says_free(w[1], marker)) locus_fatal(call, "double free", p);
   w[1] = marker ^ REMOTE_MARK;
   w[0] = link_encode(p, f->u.blk.free);
   if (!f->u.blk.free) list_push(&me->d.avail[cls], f);
@@ -709,7 +708,7 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
     } else if (d->marker_off) {
       char *slot = cfg_small_headers ? (char *)p - d->aux8 : p;
       uintptr_t *mark = (uintptr_t *)(slot + d->marker_off);
-      if ((*mark | REMOTE_MARK) == (free_marker(slot) | REMOTE_MARK)) locus_fatal(call, "double free", p);
+      if (marker_says_free(*mark, free_marker(slot))) locus_fatal(call, "double free", p);
       *mark = free_marker(slot) ^ REMOTE_MARK;
     }
   } else if (d->kind == KIND_VAM_LARGE) {

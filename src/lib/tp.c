@@ -1,0 +1,16 @@
+/* The TP design (seed 001) as a complete malloc: liblocus-tp.so and its debug build. One
+ * translation unit so the compiler specialises the building blocks for this design. */
+#include "../core/config.h"
+#include "../core/print.h"
+#include "../core/lock.h"
+#include "../core/os.h"
+#include "../core/options.h"
+#include "../core/bitmap.h"
+#include "../core/sizeclass.h"
+#include "../core/pages.h"
+#include "../tp/tp.h"
+#include "../core/heap.h"
+#include "../core/huge.h"
+#include "../core/region.h"
+#include "../tp/tp.c.h"
+#include "../core/api.h"
