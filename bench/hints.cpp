@@ -214,6 +214,15 @@ struct result {
   accuracy acc;
 };
 
+// The result with the phases' times (build from t0 to t1, traversal from t1 to now).
+result finish(result res, double t0, double t1, uint64_t checksum, uint64_t nodes) {
+  res.traverse_s = now_s() - t1;
+  res.build_s = t1 - t0;
+  res.checksum = checksum;
+  res.nodes = nodes;
+  return res;
+}
+
 struct item {
   uint64_t key;
   uint64_t payload[2];
@@ -275,11 +284,7 @@ result run_list(const params &prm) {
     for (const item &it : l) sum += it.key ^ it.payload[p & 1];
     h = mix(h, sum);
   }
-  res.traverse_s = now_s() - t1;
-  res.build_s = t1 - t0;
-  res.checksum = h;
-  res.nodes = n;
-  return res;
+  return finish(res, t0, t1, h, n);
 }
 
 template <class P>
@@ -321,11 +326,7 @@ result run_tree(const params &prm) {
       h = mix(h, it->second.payload[0]);
     }
   }
-  res.traverse_s = now_s() - t1;
-  res.build_s = t1 - t0;
-  res.checksum = mix(h, m.size());
-  res.nodes = m.size();
-  return res;
+  return finish(res, t0, t1, mix(h, m.size()), m.size());
 }
 
 template <class P>
@@ -374,11 +375,7 @@ result run_events(const params &prm) {
         h = mix(h, it->second.payload[0]);
     }
   }
-  res.traverse_s = now_s() - t1;
-  res.build_s = t1 - t0;
-  res.checksum = mix(h, q.size());
-  res.nodes = ids;
-  return res;
+  return finish(res, t0, t1, mix(h, q.size()), ids);
 }
 
 template <class P>
@@ -427,11 +424,7 @@ result run_graph(const params &prm) {
     }
     h = mix(mix(h, sum), tail);
   }
-  res.traverse_s = now_s() - t1;
-  res.build_s = t1 - t0;
-  res.checksum = h;
-  res.nodes = e;
-  return res;
+  return finish(res, t0, t1, h, e);
 }
 
 template <class P>
