@@ -287,31 +287,45 @@ result run_list(const params &prm) {
   return finish(res, t0, t1, h, n);
 }
 
+// The trees (std::map, std::multimap) of the tree and events workloads: their values, their
+// allocator, and a node's size (the red-black links and colour, then the value).
+using kv = std::pair<const uint64_t, item>;
+template <class P>
+using kv_alloc = typename P::template alloc<kv>;
+constexpr size_t tree_node = 4 * sizeof(void *) + sizeof(kv);
+
+// Inserts (key, value) at pos, the tree's lower_bound(key), hinted with the node there (an
+// ancestor of the new leaf), or the last node when pos is the end.
+template <class P, class Tree>
+typename Tree::iterator insert_near(Tree &t, typename Tree::iterator pos, uint64_t key,
+                                    const item &value, locus::hint_cursor &cursor,
+                                    accuracy &acc) {
+  const void *hint = pos != t.end() ? (const void *)&*pos
+                     : t.empty() ? nullptr : (const void *)&*std::prev(pos);
+  if (P::on) cursor.set(hint);
+  auto it = t.emplace_hint(pos, key, value);
+  acc.note(hint, &*it);
+  return it;
+}
+
 template <class P>
 result run_tree(const params &prm) {
-  using V = std::pair<const uint64_t, item>;
-  using A = typename P::template alloc<V>;
   const size_t n = prm.count(200000);
   const long passes = prm.passes_or(10);
   locus::hint_cursor cursor;
   result res;
-  std::map<uint64_t, item, std::less<uint64_t>, A> m(make_alloc<A>(cursor));
+  std::map<uint64_t, item, std::less<uint64_t>, kv_alloc<P>> m(make_alloc<kv_alloc<P>>(cursor));
   temporaries tmp(8192);
-  const size_t node = 4 * sizeof(void *) + sizeof(V);
   rng r{42};
   std::vector<uint64_t> probes;
   double t0 = now_s();
   for (size_t i = 0; i < n; i++) {
-    tmp.step(node);
+    tmp.step(tree_node);
     uint64_t key = r.next() >> 16;
     if (i % 4 == 0) probes.push_back(key);
     auto pos = m.lower_bound(key);
     if (pos != m.end() && pos->first == key) continue;
-    const void *hint = pos != m.end() ? (const void *)&*pos
-                       : m.empty() ? nullptr : (const void *)&*std::prev(pos);
-    if (P::on) cursor.set(hint);
-    auto it = m.emplace_hint(pos, key, item{key, {i, key ^ i}});
-    res.acc.note(hint, &*it);
+    insert_near<P>(m, pos, key, item{key, {i, key ^ i}}, cursor, res.acc);
   }
   g_bytes_at_build = locus_bytes_allocated();
   double t1 = now_s();
@@ -331,29 +345,22 @@ result run_tree(const params &prm) {
 
 template <class P>
 result run_events(const params &prm) {
-  using V = std::pair<const uint64_t, item>;
-  using A = typename P::template alloc<V>;
   const size_t n = prm.count(100000);
   const size_t steps = prm.passes >= 0 ? (size_t)prm.passes * n : prm.count(1500000);
   locus::hint_cursor cursor;
   result res;
-  std::multimap<uint64_t, item, std::less<uint64_t>, A> q(make_alloc<A>(cursor));
+  std::multimap<uint64_t, item, std::less<uint64_t>, kv_alloc<P>> q(
+      make_alloc<kv_alloc<P>>(cursor));
   temporaries tmp(8192);
-  const size_t node = 4 * sizeof(void *) + sizeof(V);
   rng r{7};
   uint64_t ids = 0;
   auto schedule = [&](uint64_t at) {
-    auto pos = q.lower_bound(at);
-    const void *hint = pos != q.end() ? (const void *)&*pos
-                       : q.empty() ? nullptr : (const void *)&*std::prev(pos);
-    if (P::on) cursor.set(hint);
-    auto it = q.emplace_hint(pos, at, item{ids, {at, ids * 31}});
+    insert_near<P>(q, q.lower_bound(at), at, item{ids, {at, ids * 31}}, cursor, res.acc);
     ids++;
-    res.acc.note(hint, &*it);
   };
   double t0 = now_s();
   for (size_t i = 0; i < n; i++) {
-    tmp.step(node);
+    tmp.step(tree_node);
     schedule(r.below(1u << 20));
   }
   g_bytes_at_build = locus_bytes_allocated();
@@ -364,7 +371,7 @@ result run_events(const params &prm) {
     uint64_t at = first->first;
     h = mix(h, first->second.key ^ at);
     q.erase(first);
-    tmp.step(node);
+    tmp.step(tree_node);
     // one to two new events when the queue is short, zero to one when it is long
     uint64_t k = r.below(4);
     size_t count = q.size() < n ? 1 + (k == 0) : (k != 0);
