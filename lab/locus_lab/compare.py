@@ -302,9 +302,7 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
                             record({"kind": "perf", "workload": w.name, "allocator": a.name,
                                     **res})
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: the runs so far are in {out}; "
-                      f"`locus report {out}` draws them[/yellow]")
-        return 130
+        return _interrupted(console, out)
     except LabError:
         if created and not runs:  # e.g. the program cannot start: leave nothing behind
             writer.close()
@@ -323,6 +321,21 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
                   + f" (raw: {results.RUNS_FILE}, {results.META_FILE}); took "
                   f"{_fmt_duration(time.monotonic() - started)}")
     return 0
+
+
+def _interleaved(configs: list, workloads: list, reps: int):
+    """(repetition, workload, config) in run order: each repetition runs a workload's
+    configurations back to back, in an order rotated by the repetition and the workload."""
+    for rep in range(reps):
+        for wi, w in enumerate(workloads):
+            for c in _rotate([c for c in configs if c.workload == w], rep + wi):
+                yield rep, w, c
+
+
+def _interrupted(console: Console, out: Path) -> int:
+    console.print(f"[yellow]interrupted: the runs so far are in {out}; "
+                  f"`locus report {out}` draws them[/yellow]")
+    return 130
 
 
 def _progress(console: Console) -> Progress:
@@ -409,18 +422,25 @@ def _region_allocators(opts: CompareOptions, paths, designs: tuple = (),
     return allocs, notes + more
 
 
+def _suite_program(opts: CompareOptions, module) -> tuple:
+    """The chosen workloads, the paths and the program of a suite with its own program
+    (regions, hints)."""
+    if opts.command:
+        raise LabError(f"--suite {module.SUITE} runs its own programs: no command after --")
+    workloads = module.select_workloads(opts.workloads)
+    paths = find_paths(opts.build_dir)
+    program = paths.bench / module.PROGRAM
+    if not program.is_file():
+        raise LabError(f"{program} is not built (run `make`)")
+    return workloads, paths, program
+
+
 def run_regions(opts: CompareOptions, console: Console) -> int:
     """`locus compare --suite regions`: each region workload in each mode under the allocators
     the mode runs under (regions.plan), repetitions interleaved."""
-    if opts.command:
-        raise LabError("--suite regions runs its own programs: no command after --")
     if opts.cache:
         raise LabError("--cache is not available with --suite regions")
-    workloads = regions.select_workloads(opts.workloads)
-    paths = find_paths(opts.build_dir)
-    program = paths.bench / regions.PROGRAM
-    if not program.is_file():
-        raise LabError(f"{program} is not built (run `make`)")
+    workloads, paths, program = _suite_program(opts, regions)
     allocs, notes = _region_allocators(opts, paths)
     modes, mode_notes = regions.peer_modes()
     configs = regions.plan(allocs, workloads, modes)
@@ -458,35 +478,35 @@ def run_regions(opts: CompareOptions, console: Console) -> int:
         with _progress(console) as progress:
             task = progress.add_task("starting", total=estimate)
             step = _stepper(console, progress, task, started)
-            for rep in range(reps):
-                for wi, w in enumerate(workloads):
-                    for c in _rotate([c for c in configs if c.workload == w], rep + wi):
-                        argv = regions.argv(program, c, opts.quick,
-                                            profiles / f"{c.stem}.csv" if rep == 0 else None)
-                        env = by_name[c.allocator].environment(base_env)
-                        res = step(f"rep {rep + 1}/{reps} {w} {c.label}", nominal,
-                                   lambda argv=argv, env=env: runner.run_once(
-                                       argv, env, None, opts.timeout, capture_stdout=True))
-                        data = res.to_json()
-                        parsed = regions.parse_output(data.pop("stdout", ""))
-                        entry = {"kind": "region", **asdict(c), "rep": rep, **data, **parsed,
-                                 "status": regions.run_status(data, parsed)}
-                        runs.append(entry)
-                        writer.add(entry)
-                        if entry["status"] not in ("ok", regions.UNAVAILABLE):
-                            progress.console.print(
-                                f"[red]{w} {c.label}: {entry['status']}[/red]"
-                                + (f" ({res.stderr_tail.splitlines()[-1][:120]})"
-                                   if res.stderr_tail else ""))
+            for rep, w, c in _interleaved(configs, workloads, reps):
+                argv = regions.argv(program, c, opts.quick,
+                                    profiles / f"{c.stem}.csv" if rep == 0 else None)
+                env = by_name[c.allocator].environment(base_env)
+                res = step(f"rep {rep + 1}/{reps} {w} {c.label}", nominal,
+                           lambda argv=argv, env=env: runner.run_once(
+                               argv, env, None, opts.timeout, capture_stdout=True))
+                data = res.to_json()
+                parsed = regions.parse_output(data.pop("stdout", ""))
+                entry = {"kind": "region", **asdict(c), "rep": rep, **data, **parsed,
+                         "status": regions.run_status(data, parsed)}
+                runs.append(entry)
+                writer.add(entry)
+                if entry["status"] not in ("ok", regions.UNAVAILABLE):
+                    progress.console.print(
+                        f"[red]{w} {c.label}: {entry['status']}[/red]"
+                        + (f" ({res.stderr_tail.splitlines()[-1][:120]})"
+                           if res.stderr_tail else ""))
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: the runs so far are in {out}; "
-                      f"`locus report {out}` draws them[/yellow]")
-        return 130
+        return _interrupted(console, out)
     finally:
         writer.close()
     files = _region_report(out, meta, runs, console, opts.plots)
+    return _written(console, out, files, started, f", {regions.PROFILES}/")
+
+
+def _written(console: Console, out: Path, files: list, started: float, raw: str = "") -> int:
     console.print(f"\nwrote {out}/: " + ", ".join(files)
-                  + f" (raw: {results.RUNS_FILE}, {results.META_FILE}, {regions.PROFILES}/); "
+                  + f" (raw: {results.RUNS_FILE}, {results.META_FILE}{raw}); "
                   f"took {_fmt_duration(time.monotonic() - started)}")
     return 0
 
@@ -514,13 +534,7 @@ def run_hints(opts: CompareOptions, console: Console) -> int:
     """`locus compare --suite hints`: each hint workload under each allocator, without and
     with hints, repetitions interleaved; then one cachegrind run per configuration on a
     reduced size."""
-    if opts.command:
-        raise LabError("--suite hints runs its own programs: no command after --")
-    workloads = hints.select_workloads(opts.workloads)
-    paths = find_paths(opts.build_dir)
-    program = paths.bench / hints.PROGRAM
-    if not program.is_file():
-        raise LabError(f"{program} is not built (run `make`)")
+    workloads, paths, program = _suite_program(opts, hints)
     allocs, notes = _region_allocators(opts, paths, hints.DESIGNS_WITH_HINTS,
                                        "Locus libraries")
     configs = hints.plan(allocs, workloads)
@@ -568,18 +582,16 @@ def run_hints(opts: CompareOptions, console: Console) -> int:
         with _progress(console) as progress:
             task = progress.add_task("starting", total=estimate)
             step = _stepper(console, progress, task, started)
-            for rep in range(reps):
-                for wi, w in enumerate(workloads):
-                    for c in _rotate([c for c in configs if c.workload == w], rep + wi):
-                        cmd = hints.argv(program, c, opts.quick)
-                        env = by_name[c.allocator].environment(base_env)
-                        res = step(f"rep {rep + 1}/{reps} {w} {c.label}", nominal,
-                                   lambda cmd=cmd, env=env: runner.run_once(
-                                       cmd, env, None, opts.timeout, capture_stdout=True))
-                        data = res.to_json()
-                        parsed = hints.parse_output(data.pop("stdout", ""))
-                        record({"kind": "hint", **asdict(c), "rep": rep, **data, **parsed,
-                                "status": hints.run_status(data, parsed)}, f"{w} {c.label}")
+            for rep, w, c in _interleaved(configs, workloads, reps):
+                cmd = hints.argv(program, c, opts.quick)
+                env = by_name[c.allocator].environment(base_env)
+                res = step(f"rep {rep + 1}/{reps} {w} {c.label}", nominal,
+                           lambda cmd=cmd, env=env: runner.run_once(
+                               cmd, env, None, opts.timeout, capture_stdout=True))
+                data = res.to_json()
+                parsed = hints.parse_output(data.pop("stdout", ""))
+                record({"kind": "hint", **asdict(c), "rep": rep, **data, **parsed,
+                        "status": hints.run_status(data, parsed)}, f"{w} {c.label}")
             for c in configs if cache else []:
                 cmd = hints.argv(program, c, opts.quick, cache=True)
                 env = by_name[c.allocator].environment(base_env)
@@ -589,16 +601,11 @@ def run_hints(opts: CompareOptions, console: Console) -> int:
                 record({"kind": "hint-cache", **asdict(c), **res},
                        f"cachegrind {c.workload} {c.label}")
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: the runs so far are in {out}; "
-                      f"`locus report {out}` draws them[/yellow]")
-        return 130
+        return _interrupted(console, out)
     finally:
         writer.close()
     files = _hints_report(out, meta, runs, console, opts.plots)
-    console.print(f"\nwrote {out}/: " + ", ".join(files)
-                  + f" (raw: {results.RUNS_FILE}, {results.META_FILE}); "
-                  f"took {_fmt_duration(time.monotonic() - started)}")
-    return 0
+    return _written(console, out, files, started)
 
 
 def _hints_report(folder: Path, meta: dict, runs: list, console: Console, plots: bool) -> list:

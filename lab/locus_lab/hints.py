@@ -19,7 +19,6 @@ A results folder of this suite has "suite": "hints" in meta.json; runs are recor
 from __future__ import annotations
 
 import json
-import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,6 +29,8 @@ from rich.table import Table
 from . import allocators as alloc_mod
 from . import report, suite
 from .common import human_bytes
+from .regions import _median, _pyplot, _ratio, md_allocators_and_notes
+from .results import _status
 
 SUITE = "hints"
 PROGRAM = "hints"
@@ -107,26 +108,8 @@ def run_status(result_json: dict, parsed: dict) -> str:
 
 # ---- summary ------------------------------------------------------------------------------------
 
-def _median(values):
-    vals = [v for v in values if v is not None]
-    return statistics.median(vals) if vals else None
-
-
-def _ratio(a, b):
-    return a / b if a is not None and b else None
-
-
 def configs_of(meta: dict) -> list:
     return [Config(**c) for c in meta.get("configs", [])]
-
-
-def _status(statuses: list) -> str:
-    failed = [s for s in statuses if s != "ok"]
-    if not statuses:
-        return "not run"
-    if not failed:
-        return "ok"
-    return failed[0] if len(failed) == len(statuses) else f"{failed[0]} {len(failed)}/{len(statuses)}"
 
 
 def summarise(meta: dict, runs: list) -> dict:
@@ -262,32 +245,32 @@ ACC_NOTE = ("share of the nodes that had a hint (the previous element, the tree 
             "page (library) = the Locus statistics' hint_same_page / hint_calls")
 
 
-def print_summary(console: Console, summary: dict, meta: dict) -> None:
-    t = Table(title="Allocation near a hint (seed 001): time, cache and memory", caption=TABLE_NOTE,
-              title_justify="left", caption_justify="left")
-    for i, col in enumerate(COLUMNS):
-        t.add_column(col, justify="left" if i < 3 else "right", no_wrap=i < 3)
+def _table(title: str, caption: str, columns: tuple, names: int, lines: list) -> Table:
+    """A rich table whose first `names` columns are names; lines are (workload, texts), a
+    section per workload."""
+    t = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
+    for i, col in enumerate(columns):
+        t.add_column(col, justify="left" if i < names else "right", no_wrap=i < names)
     previous = None
-    for row in rows(summary):
-        if previous and row["workload"] != previous:
+    for workload, texts in lines:
+        if previous and workload != previous:
             t.add_section()
-        previous = row["workload"]
+        previous = workload
+        t.add_row(*texts)
+    return t
+
+
+def print_summary(console: Console, summary: dict, meta: dict) -> None:
+    lines = []
+    for row in rows(summary):
         texts = cell_texts(row)
         if row["status"] != "ok":
             texts[3] = f"[red]{texts[3]}[/red]"
-        t.add_row(*texts)
-    console.print(t)
-    a = Table(title="Page and cache-line accuracy", caption=ACC_NOTE, title_justify="left",
-              caption_justify="left")
-    for i, col in enumerate(ACC_COLUMNS):
-        a.add_column(col, justify="left" if i < 2 else "right", no_wrap=i < 2)
-    previous = None
-    for row in accuracy_rows(summary):
-        if previous and row["workload"] != previous:
-            a.add_section()
-        previous = row["workload"]
-        a.add_row(*accuracy_texts(row))
-    console.print(a)
+        lines.append((row["workload"], texts))
+    console.print(_table("Allocation near a hint (seed 001): time, cache and memory",
+                         TABLE_NOTE, COLUMNS, 3, lines))
+    console.print(_table("Page and cache-line accuracy", ACC_NOTE, ACC_COLUMNS, 2,
+                         [(r["workload"], accuracy_texts(r)) for r in accuracy_rows(summary)]))
     for note in meta.get("notes", []):
         console.print(f"[yellow]note:[/yellow] {note}")
 
@@ -319,13 +302,7 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
                               lambda r: f"{r['workload']} {r['mode']} under {r['allocator']}")
     out += ["## Workloads", "", "| workload | what |", "|---|---|"]
     out += [f"| {w} | {WORKLOADS[w]} |" for w in summary["workloads"]]
-    out += ["", "## Allocators", "", "| name | kind | library | version |", "|---|---|---|---|"]
-    for a in meta.get("allocators", []):
-        out.append(f"| {a['name']} | {a['kind']} | {a.get('library') or '(none: the C library)'}"
-                   f" | {a.get('version', '')} |")
-    out.append("")
-    for note in meta.get("notes", []):
-        out += [f"> {note}", ""]
+    out += md_allocators_and_notes(meta)
     out += ["## Method", "",
             "- `build/bench/hints WORKLOAD --hints|--no-hints` per run (bench/hints.cpp); "
             "`--hints` uses include/locus.hpp's implicit hint allocators (and a cursor with "
@@ -339,13 +316,6 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
 
 
 # ---- plots --------------------------------------------------------------------------------------
-
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
 
 def _bars(ax, summary, series, ylabel, ref=None):
     """series: (label, function of (workload) -> value or None) per bar group member."""
