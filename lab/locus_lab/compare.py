@@ -332,6 +332,18 @@ def _interleaved(configs: list, workloads: list, reps: int):
                 yield rep, w, c
 
 
+def _program_run(step, module, kind: str, c, rep: int, reps: int, cmd: list, env: dict,
+                 nominal: float, timeout: float) -> dict:
+    """One timed run of a suite's own program (regions, hints): the runner's record, the
+    program's output parsed by the suite module, and the module's status."""
+    res = step(f"rep {rep + 1}/{reps} {c.workload} {c.label}", nominal,
+               lambda: runner.run_once(cmd, env, None, timeout, capture_stdout=True))
+    data = res.to_json()
+    parsed = module.parse_output(data.pop("stdout", ""))
+    return {"kind": kind, **asdict(c), "rep": rep, **data, **parsed,
+            "status": module.run_status(data, parsed)}
+
+
 def _interrupted(console: Console, out: Path) -> int:
     console.print(f"[yellow]interrupted: the runs so far are in {out}; "
                   f"`locus report {out}` draws them[/yellow]")
@@ -481,21 +493,16 @@ def run_regions(opts: CompareOptions, console: Console) -> int:
             for rep, w, c in _interleaved(configs, workloads, reps):
                 argv = regions.argv(program, c, opts.quick,
                                     profiles / f"{c.stem}.csv" if rep == 0 else None)
-                env = by_name[c.allocator].environment(base_env)
-                res = step(f"rep {rep + 1}/{reps} {w} {c.label}", nominal,
-                           lambda argv=argv, env=env: runner.run_once(
-                               argv, env, None, opts.timeout, capture_stdout=True))
-                data = res.to_json()
-                parsed = regions.parse_output(data.pop("stdout", ""))
-                entry = {"kind": "region", **asdict(c), "rep": rep, **data, **parsed,
-                         "status": regions.run_status(data, parsed)}
+                entry = _program_run(step, regions, "region", c, rep, reps, argv,
+                                     by_name[c.allocator].environment(base_env), nominal,
+                                     opts.timeout)
                 runs.append(entry)
                 writer.add(entry)
+                tail = entry.get("stderr_tail") or ""
                 if entry["status"] not in ("ok", regions.UNAVAILABLE):
                     progress.console.print(
                         f"[red]{w} {c.label}: {entry['status']}[/red]"
-                        + (f" ({res.stderr_tail.splitlines()[-1][:120]})"
-                           if res.stderr_tail else ""))
+                        + (f" ({tail.splitlines()[-1][:120]})" if tail else ""))
     except KeyboardInterrupt:
         return _interrupted(console, out)
     finally:
@@ -583,15 +590,10 @@ def run_hints(opts: CompareOptions, console: Console) -> int:
             task = progress.add_task("starting", total=estimate)
             step = _stepper(console, progress, task, started)
             for rep, w, c in _interleaved(configs, workloads, reps):
-                cmd = hints.argv(program, c, opts.quick)
-                env = by_name[c.allocator].environment(base_env)
-                res = step(f"rep {rep + 1}/{reps} {w} {c.label}", nominal,
-                           lambda cmd=cmd, env=env: runner.run_once(
-                               cmd, env, None, opts.timeout, capture_stdout=True))
-                data = res.to_json()
-                parsed = hints.parse_output(data.pop("stdout", ""))
-                record({"kind": "hint", **asdict(c), "rep": rep, **data, **parsed,
-                        "status": hints.run_status(data, parsed)}, f"{w} {c.label}")
+                record(_program_run(step, hints, "hint", c, rep, reps,
+                                    hints.argv(program, c, opts.quick),
+                                    by_name[c.allocator].environment(base_env), nominal,
+                                    opts.timeout), f"{w} {c.label}")
             for c in configs if cache else []:
                 cmd = hints.argv(program, c, opts.quick, cache=True)
                 env = by_name[c.allocator].environment(base_env)
