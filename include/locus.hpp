@@ -1,9 +1,14 @@
-// locus.hpp — C++17 wrappers over the region API of locus.h (header-only).
+// locus.hpp — C++17 wrappers over the region and hint APIs of locus.h (header-only).
 //
 //   locus::region              owns a locus_region_t; make<T>() ties destructors to clear/destroy
 //   locus::region_allocator<T> a standard Allocator over a region, for std containers
 //   locus::region_resource     a std::pmr::memory_resource over a region
+//   locus::hint_allocator<T>   a standard Allocator whose allocate(n, hint) is locus_malloc_near
+//   locus::implicit_hint_allocator<T>  hints each node with the previous one it allocated
+//   locus::list, map, set, ... the std node containers over implicit_hint_allocator
+//   locus::hint_cursor         a one-shot hint for the next node of containers bound to it
 //
+// Regions:
 // Lifetimes: a region frees every object it holds when it is cleared or destroyed, so a
 // container using one of its allocators must be gone (or never touched again) before that;
 // destroying such a container afterwards frees into a cleared or destroyed region.
@@ -14,13 +19,26 @@
 #define LOCUS_HPP
 
 #include <cstddef>
+#include <cstdlib>
+#include <functional>
 #include <limits>
+#include <list>
+#include <map>
 #include <memory_resource>
 #include <new>
+#include <set>
 #include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
+#include <dlfcn.h>
+
 #include "locus.h"
+
+// The hint calls are weak references: a program that includes this header runs under any
+// allocator (glibc, jemalloc, ...) and gets plain malloc where no Locus library is loaded.
+#pragma weak locus_malloc_near
 
 namespace locus {
 
@@ -251,6 +269,189 @@ class region_resource : public std::pmr::memory_resource {
 
   locus_region_t *r_;
 };
+
+// ---- allocation near a hint ----------------------------------------------------------------
+//
+// hint_allocator<T> is a standard Allocator over malloc/free whose allocate(n, hint) is
+// locus_malloc_near(n * sizeof(T), hint): std::allocator_traits<A>::allocate(a, n, hint)
+// reaches it, so code written for the C++ standard's hinted allocate gets placement near the
+// hint. Under an allocator without hints (glibc, the peers, or a Locus design that cannot place
+// by address) the hint is ignored and the call is malloc: the same binary runs everywhere.
+// Every hint_allocator frees with free(), so all of them compare equal and memory from one may
+// be freed through any other (or with free()).
+//
+// Modes (the second template argument):
+//   hints::explicit_only  allocate(n) is plain; allocate(n, hint) and a cursor's hint are used.
+//   hints::implicit       allocate(1) hints with this allocator's own previous single-object
+//                         allocation (the "implicit hint"): unmodified node containers place
+//                         each node near the one allocated before it.
+// What implicit mode amounts to per container (libstdc++ and libc++ never call the hinted
+// allocate themselves, and an allocator never sees where a node will be linked):
+//   std::list, std::forward_list  push_back/push_front/emplace at one end: the previous
+//       allocation is the neighbouring element, the seed's hint for lists. Inserting in the
+//       middle hints with the last node allocated, not the new neighbour: use a cursor.
+//   std::map, std::set (and multi-)  the previous allocation, not the parent (the tree's
+//       shape is decided after the node exists). For keys inserted in order it is the
+//       in-order predecessor, an ancestor or the parent; in random order it keeps the
+//       container's nodes together (away from other objects of the same size) rather than
+//       near their parents. For the parent, set a cursor to the node at lower_bound(key)
+//       before inserting: a new leaf's in-order neighbours are its ancestors, one its parent.
+//   std::unordered_map, std::unordered_set  nodes hint with the previous node; the bucket
+//       array (n > 1) is allocated plainly and does not become the previous allocation.
+// Arrays (n != 1) never hint and never become the previous allocation in either mode.
+//
+// State: the previous allocation is per allocator instance. A container keeps its own rebound
+// copy and allocates every node through it, so each container (each adjacency list of a graph,
+// say) hints within itself. Rebinding and copying copy the state; a container's copy
+// (select_on_container_copy_construction) starts afresh; the allocator travels with the nodes
+// on move assignment and swap. A cursor (hint_cursor, owned by the program) is shared by every
+// copy and rebind of the allocators made from it: set() gives the next single-object allocation
+// of any of them its hint, once; it outranks the implicit hint. Neither the state nor a cursor
+// is synchronised: like the containers, each is used by one thread at a time.
+
+enum class hints { explicit_only, implicit };
+
+// A one-shot hint for the next node of the containers whose allocators were made from it.
+class hint_cursor {
+ public:
+  void set(const void *hint) noexcept { next_ = hint; }
+  const void *peek() const noexcept { return next_; }
+  const void *take() noexcept {
+    const void *h = next_;
+    next_ = nullptr;
+    return h;
+  }
+
+ private:
+  const void *next_ = nullptr;
+};
+
+namespace detail {
+
+using near_fn = void *(*)(std::size_t, const void *);
+
+// locus_malloc_near where a Locus library is loaded, else null: the weak reference, or for
+// builds where the linker settled it to null (non-PIE executables) a lookup, done once.
+inline near_fn resolve_near() noexcept {
+  static const near_fn fn = [] {
+    near_fn f = &::locus_malloc_near;
+    if (!f) f = reinterpret_cast<near_fn>(dlsym(RTLD_DEFAULT, "locus_malloc_near"));
+    return f;
+  }();
+  return fn;
+}
+
+inline void *hint_alloc(std::size_t bytes, std::size_t align, const void *hint) {
+  if (bytes == 0) bytes = 1;
+  void *p;
+  if (align > alignof(std::max_align_t)) {
+    bytes = (bytes + align - 1) / align * align;  // aligned_alloc wants a multiple
+    p = std::aligned_alloc(align, bytes);
+  } else if (hint) {
+    near_fn f = resolve_near();
+    p = f ? f(bytes, hint) : std::malloc(bytes);
+  } else {
+    p = std::malloc(bytes);
+  }
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace detail
+
+template <class T, hints Mode = hints::explicit_only>
+class hint_allocator {
+ public:
+  using value_type = T;
+  template <class U>
+  struct rebind {
+    using other = hint_allocator<U, Mode>;
+  };
+  static constexpr hints mode = Mode;
+  // Every one frees with free(): all are equal. A container keeps its own state on copy
+  // assignment; the state goes with the nodes on move assignment and swap.
+  using is_always_equal = std::true_type;
+  using propagate_on_container_copy_assignment = std::false_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+
+  hint_allocator() noexcept = default;
+  explicit hint_allocator(hint_cursor &cursor) noexcept : cursor_(&cursor) {}
+  template <class U>
+  hint_allocator(const hint_allocator<U, Mode> &o) noexcept
+      : prev_(o.previous()), cursor_(o.cursor()) {}
+
+  // Plain in explicit mode, unless a cursor holds a hint; implicit mode hints a single object
+  // with the cursor's hint or the previous allocation.
+  T *allocate(std::size_t n) { return allocate(n, next_hint(n)); }
+
+  // Near hint (null: plain). A single object becomes the previous allocation.
+  T *allocate(std::size_t n, const void *hint) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
+    T *p = static_cast<T *>(detail::hint_alloc(n * sizeof(T), alignof(T), hint));
+    if (n == 1) prev_ = p;
+    return p;
+  }
+
+  void deallocate(T *p, std::size_t) noexcept { std::free(p); }
+
+  // The hint allocate(n) would use now (the cursor's, else the previous allocation in implicit
+  // mode, else none).
+  const void *peek_hint(std::size_t n = 1) const noexcept {
+    if (n != 1) return nullptr;
+    if (cursor_ && cursor_->peek()) return cursor_->peek();
+    return Mode == hints::implicit ? prev_ : nullptr;
+  }
+
+  // A container's copy starts with no previous allocation (and keeps the cursor).
+  hint_allocator select_on_container_copy_construction() const noexcept {
+    hint_allocator a;
+    a.cursor_ = cursor_;
+    return a;
+  }
+
+  const void *previous() const noexcept { return prev_; }
+  hint_cursor *cursor() const noexcept { return cursor_; }
+
+ private:
+  const void *next_hint(std::size_t n) noexcept {
+    if (n != 1) return nullptr;
+    if (cursor_ && cursor_->peek()) return cursor_->take();
+    return Mode == hints::implicit ? prev_ : nullptr;
+  }
+
+  const void *prev_ = nullptr;
+  hint_cursor *cursor_ = nullptr;
+};
+
+template <class T, class U, hints M>
+constexpr bool operator==(const hint_allocator<T, M> &, const hint_allocator<U, M> &) noexcept {
+  return true;
+}
+template <class T, class U, hints M>
+constexpr bool operator!=(const hint_allocator<T, M> &, const hint_allocator<U, M> &) noexcept {
+  return false;
+}
+
+template <class T>
+using implicit_hint_allocator = hint_allocator<T, hints::implicit>;
+
+// The node containers with implicit hints (see above for what each gets).
+template <class T>
+using list = std::list<T, implicit_hint_allocator<T>>;
+template <class K, class V, class Compare = std::less<K>>
+using map = std::map<K, V, Compare, implicit_hint_allocator<std::pair<const K, V>>>;
+template <class K, class V, class Compare = std::less<K>>
+using multimap = std::multimap<K, V, Compare, implicit_hint_allocator<std::pair<const K, V>>>;
+template <class K, class Compare = std::less<K>>
+using set = std::set<K, Compare, implicit_hint_allocator<K>>;
+template <class K, class Compare = std::less<K>>
+using multiset = std::multiset<K, Compare, implicit_hint_allocator<K>>;
+template <class K, class V, class Hash = std::hash<K>, class Eq = std::equal_to<K>>
+using unordered_map =
+    std::unordered_map<K, V, Hash, Eq, implicit_hint_allocator<std::pair<const K, V>>>;
+template <class K, class Hash = std::hash<K>, class Eq = std::equal_to<K>>
+using unordered_set = std::unordered_set<K, Hash, Eq, implicit_hint_allocator<K>>;
 
 }  // namespace locus
 

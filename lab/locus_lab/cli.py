@@ -68,14 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
                        "normalised to glibc.")
     c.add_argument("--allocators", "-a", metavar="NAME,...",
                    help="allocators to compare (default: every one found; with --suite "
-                   "regions glibc, liblocus.so and the peers); `all` for every one found; "
+                   "regions glibc, liblocus.so and the peers; with --suite hints also the "
+                   "tp and medius designs); `all` for every one found; "
                    "NAME=LIB.so adds a library of your own")
     c.add_argument("--workloads", "-w", metavar="NAME,...",
                    help="workloads of the suite to run (default: all)")
-    c.add_argument("--suite", choices=("default", "regions"), default=None,
-                   help="the workloads: the default suite, or `regions` (seed 004: region "
+    c.add_argument("--suite", choices=("default", "regions", "hints"), default=None,
+                   help="the workloads: the default suite, `regions` (seed 004: region "
                    "programs in each region mode: Locus regions, a bump region, emulation "
-                   "over malloc, the peers' arenas)")
+                   "over malloc, the peers' arenas), or `hints` (seed 001: STL programs "
+                   "with and without allocation hints; accuracy, traversal time, cachegrind)")
     c.add_argument("--repetitions", "-r", type=_positive_int, metavar="N",
                    help="timed runs per allocator and workload (default 3, --quick 1)")
     c.add_argument("--quick", action="store_true",

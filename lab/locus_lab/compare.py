@@ -26,7 +26,7 @@ from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
 from . import allocators as alloc_mod
-from . import regions, report, results, runner, suite, trace
+from . import hints, regions, report, results, runner, suite, trace
 from .common import LabError, find_paths, human_bytes
 
 CACHEGRIND_SLOWDOWN = 60    # cachegrind runs a program about this many times slower
@@ -49,7 +49,7 @@ class CompareOptions:
     baseline: str | None = None
     plots: bool = True
     budget_min: float | None = None             # None: 14 min for the default suite
-    suite: str | None = None                    # None/"default", or "regions"
+    suite: str | None = None                    # None/"default", "regions" or "hints"
     command: list = field(default_factory=list)
     name: str | None = None
     argv: list = field(default_factory=list)     # the lab's own command line, for the report
@@ -181,8 +181,11 @@ def _output_folder(opts: CompareOptions) -> Path:
 def run_compare(opts: CompareOptions, console: Console) -> int:
     if opts.suite == regions.SUITE:
         return run_regions(opts, console)
+    if opts.suite == hints.SUITE:
+        return run_hints(opts, console)
     if opts.suite not in (None, "default"):
-        raise LabError(f"unknown suite '{opts.suite}'; available: default, {regions.SUITE}")
+        raise LabError(f"unknown suite '{opts.suite}'; available: default, {regions.SUITE}, "
+                       f"{hints.SUITE}")
     paths = find_paths(opts.build_dir)
     allocs, disc, notes = _choose_allocators(opts, paths)
     baseline = allocs[0].name
@@ -299,9 +302,7 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
                             record({"kind": "perf", "workload": w.name, "allocator": a.name,
                                     **res})
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: the runs so far are in {out}; "
-                      f"`locus report {out}` draws them[/yellow]")
-        return 130
+        return _interrupted(console, out)
     except LabError:
         if created and not runs:  # e.g. the program cannot start: leave nothing behind
             writer.close()
@@ -320,6 +321,33 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
                   + f" (raw: {results.RUNS_FILE}, {results.META_FILE}); took "
                   f"{_fmt_duration(time.monotonic() - started)}")
     return 0
+
+
+def _interleaved(configs: list, workloads: list, reps: int):
+    """(repetition, workload, config) in run order: each repetition runs a workload's
+    configurations back to back, in an order rotated by the repetition and the workload."""
+    for rep in range(reps):
+        for wi, w in enumerate(workloads):
+            for c in _rotate([c for c in configs if c.workload == w], rep + wi):
+                yield rep, w, c
+
+
+def _program_run(step, module, kind: str, c, rep: int, reps: int, cmd: list, env: dict,
+                 nominal: float, timeout: float) -> dict:
+    """One timed run of a suite's own program (regions, hints): the runner's record, the
+    program's output parsed by the suite module, and the module's status."""
+    res = step(f"rep {rep + 1}/{reps} {c.workload} {c.label}", nominal,
+               lambda: runner.run_once(cmd, env, None, timeout, capture_stdout=True))
+    data = res.to_json()
+    parsed = module.parse_output(data.pop("stdout", ""))
+    return {"kind": kind, **asdict(c), "rep": rep, **data, **parsed,
+            "status": module.run_status(data, parsed)}
+
+
+def _interrupted(console: Console, out: Path) -> int:
+    console.print(f"[yellow]interrupted: the runs so far are in {out}; "
+                  f"`locus report {out}` draws them[/yellow]")
+    return 130
 
 
 def _progress(console: Console) -> Progress:
@@ -383,9 +411,11 @@ def _live_run(w, base_env, tracer, scratch: Path, opts, record) -> str:
 
 # ---- the regions suite (regions.py) --------------------------------------------------------------
 
-def _region_allocators(opts: CompareOptions, paths) -> tuple[list, list]:
-    """glibc always (bump and the peers' arenas run under it); then the allocators named, or
-    by default liblocus.so and the peers."""
+def _region_allocators(opts: CompareOptions, paths, designs: tuple = (),
+                       what: str = "Locus regions") -> tuple[list, list]:
+    """glibc always (the baseline, and bump and the peers' arenas run under it); then the
+    allocators named, or by default liblocus.so, the Locus libraries of the given designs and
+    the peers."""
     if opts.allocators:
         spec = opts.allocators if opts.allocators.strip() == "all" else \
             ",".join([alloc_mod.BASELINE, opts.allocators])
@@ -393,27 +423,36 @@ def _region_allocators(opts: CompareOptions, paths) -> tuple[list, list]:
     else:
         disc = alloc_mod.discover(paths)
         names = [a.name for a in disc.allocators
-                 if a.kind != "locus" or Path(a.library).name == "liblocus.so"]
+                 if a.kind != "locus" or Path(a.library).name == "liblocus.so"
+                 or a.design in designs]
         spec = ",".join(names)
-        notes = ["Locus regions under liblocus.so only: --allocators all (or a list) for "
+        others = f" and the {'/'.join(designs)} designs" if designs else ""
+        notes = [f"{what} under liblocus.so{others} only: --allocators all (or a list) for "
                  "the other Locus libraries"] if len(names) < len(disc.allocators) else []
     picked = CompareOptions(allocators=spec, baseline=alloc_mod.BASELINE)
     allocs, _, more = _choose_allocators(picked, paths)
     return allocs, notes + more
 
 
+def _suite_program(opts: CompareOptions, module) -> tuple:
+    """The chosen workloads, the paths and the program of a suite with its own program
+    (regions, hints)."""
+    if opts.command:
+        raise LabError(f"--suite {module.SUITE} runs its own programs: no command after --")
+    workloads = module.select_workloads(opts.workloads)
+    paths = find_paths(opts.build_dir)
+    program = paths.bench / module.PROGRAM
+    if not program.is_file():
+        raise LabError(f"{program} is not built (run `make`)")
+    return workloads, paths, program
+
+
 def run_regions(opts: CompareOptions, console: Console) -> int:
     """`locus compare --suite regions`: each region workload in each mode under the allocators
     the mode runs under (regions.plan), repetitions interleaved."""
-    if opts.command:
-        raise LabError("--suite regions runs its own programs: no command after --")
     if opts.cache:
         raise LabError("--cache is not available with --suite regions")
-    workloads = regions.select_workloads(opts.workloads)
-    paths = find_paths(opts.build_dir)
-    program = paths.bench / regions.PROGRAM
-    if not program.is_file():
-        raise LabError(f"{program} is not built (run `make`)")
+    workloads, paths, program = _suite_program(opts, regions)
     allocs, notes = _region_allocators(opts, paths)
     modes, mode_notes = regions.peer_modes()
     configs = regions.plan(allocs, workloads, modes)
@@ -451,35 +490,30 @@ def run_regions(opts: CompareOptions, console: Console) -> int:
         with _progress(console) as progress:
             task = progress.add_task("starting", total=estimate)
             step = _stepper(console, progress, task, started)
-            for rep in range(reps):
-                for wi, w in enumerate(workloads):
-                    for c in _rotate([c for c in configs if c.workload == w], rep + wi):
-                        argv = regions.argv(program, c, opts.quick,
-                                            profiles / f"{c.stem}.csv" if rep == 0 else None)
-                        env = by_name[c.allocator].environment(base_env)
-                        res = step(f"rep {rep + 1}/{reps} {w} {c.label}", nominal,
-                                   lambda argv=argv, env=env: runner.run_once(
-                                       argv, env, None, opts.timeout, capture_stdout=True))
-                        data = res.to_json()
-                        parsed = regions.parse_output(data.pop("stdout", ""))
-                        entry = {"kind": "region", **asdict(c), "rep": rep, **data, **parsed,
-                                 "status": regions.run_status(data, parsed)}
-                        runs.append(entry)
-                        writer.add(entry)
-                        if entry["status"] not in ("ok", regions.UNAVAILABLE):
-                            progress.console.print(
-                                f"[red]{w} {c.label}: {entry['status']}[/red]"
-                                + (f" ({res.stderr_tail.splitlines()[-1][:120]})"
-                                   if res.stderr_tail else ""))
+            for rep, w, c in _interleaved(configs, workloads, reps):
+                argv = regions.argv(program, c, opts.quick,
+                                    profiles / f"{c.stem}.csv" if rep == 0 else None)
+                entry = _program_run(step, regions, "region", c, rep, reps, argv,
+                                     by_name[c.allocator].environment(base_env), nominal,
+                                     opts.timeout)
+                runs.append(entry)
+                writer.add(entry)
+                tail = entry.get("stderr_tail") or ""
+                if entry["status"] not in ("ok", regions.UNAVAILABLE):
+                    progress.console.print(
+                        f"[red]{w} {c.label}: {entry['status']}[/red]"
+                        + (f" ({tail.splitlines()[-1][:120]})" if tail else ""))
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: the runs so far are in {out}; "
-                      f"`locus report {out}` draws them[/yellow]")
-        return 130
+        return _interrupted(console, out)
     finally:
         writer.close()
     files = _region_report(out, meta, runs, console, opts.plots)
+    return _written(console, out, files, started, f", {regions.PROFILES}/")
+
+
+def _written(console: Console, out: Path, files: list, started: float, raw: str = "") -> int:
     console.print(f"\nwrote {out}/: " + ", ".join(files)
-                  + f" (raw: {results.RUNS_FILE}, {results.META_FILE}, {regions.PROFILES}/); "
+                  + f" (raw: {results.RUNS_FILE}, {results.META_FILE}{raw}); "
                   f"took {_fmt_duration(time.monotonic() - started)}")
     return 0
 
@@ -501,10 +535,105 @@ def _region_report(folder: Path, meta: dict, runs: list, console: Console, plots
     return ["report.md", "summary.csv", "summary.json", "runs.csv", *written]
 
 
+# ---- the hints suite (hints.py) ------------------------------------------------------------------
+
+def run_hints(opts: CompareOptions, console: Console) -> int:
+    """`locus compare --suite hints`: each hint workload under each allocator, without and
+    with hints, repetitions interleaved; then one cachegrind run per configuration on a
+    reduced size."""
+    workloads, paths, program = _suite_program(opts, hints)
+    allocs, notes = _region_allocators(opts, paths, hints.DESIGNS_WITH_HINTS,
+                                       "Locus libraries")
+    configs = hints.plan(allocs, workloads)
+    reps = _repetitions(opts)
+    out = _output_folder(opts)
+    cache = runner.valgrind_available()
+    if not cache:
+        notes.append("cachegrind skipped: valgrind is not installed (apt-get install "
+                     "valgrind): no instruction or miss counts")
+    nominal = hints.NOMINAL_S / (20 if opts.quick else 1)
+    cache_nominal = hints.CACHE_NOMINAL_S / (5 if opts.quick else 1)
+    estimate = (nominal * reps + (cache_nominal if cache else 0)) * len(configs)
+    for note in notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    console.print(f"[bold]locus compare --suite hints[/bold]: {len(configs)} "
+                  f"configurations x {reps} repetition(s){' + cachegrind' if cache else ''}; "
+                  f"estimated {_fmt_duration(estimate)}")
+    console.print("  allocators: " + ", ".join(a.name for a in allocs))
+    console.print("  workloads:  " + ", ".join(workloads))
+
+    base_env, env_notes = _base_environment()
+    meta = {**_meta_head(opts, paths, reps), "suite": hints.SUITE,
+            "baseline": alloc_mod.BASELINE, "cache": cache,
+            "allocators": [a.to_json() for a in allocs],
+            "workloads": [{"name": w, "description": hints.WORKLOADS[w]} for w in workloads],
+            "configs": [asdict(c) for c in configs],
+            "notes": notes + env_notes}
+    try:
+        writer = results.ResultsWriter(out, meta)
+    except OSError as e:
+        raise LabError(f"cannot write to {out}: {e.strerror or e}") from None
+    by_name = {a.name: a for a in allocs}
+    runs: list = []
+
+    def record(entry: dict, label: str):
+        runs.append(entry)
+        writer.add(entry)
+        if entry["status"] != "ok":
+            tail = entry.get("stderr_tail") or ""
+            progress.console.print(f"[red]{label}: {entry['status']}[/red]"
+                                   + (f" ({tail.splitlines()[-1][:120]})" if tail else ""))
+
+    started = time.monotonic()
+    try:
+        with _progress(console) as progress:
+            task = progress.add_task("starting", total=estimate)
+            step = _stepper(console, progress, task, started)
+            for rep, w, c in _interleaved(configs, workloads, reps):
+                record(_program_run(step, hints, "hint", c, rep, reps,
+                                    hints.argv(program, c, opts.quick),
+                                    by_name[c.allocator].environment(base_env), nominal,
+                                    opts.timeout), f"{w} {c.label}")
+            for c in configs if cache else []:
+                cmd = hints.argv(program, c, opts.quick, cache=True)
+                env = by_name[c.allocator].environment(base_env)
+                res = step(f"cachegrind {c.workload} {c.label}", cache_nominal,
+                           lambda cmd=cmd, env=env: runner.run_cachegrind(
+                               cmd, env, None, opts.timeout * CACHEGRIND_SLOWDOWN))
+                record({"kind": "hint-cache", **asdict(c), **res},
+                       f"cachegrind {c.workload} {c.label}")
+    except KeyboardInterrupt:
+        return _interrupted(console, out)
+    finally:
+        writer.close()
+    files = _hints_report(out, meta, runs, console, opts.plots)
+    return _written(console, out, files, started)
+
+
+def _hints_report(folder: Path, meta: dict, runs: list, console: Console, plots: bool) -> list:
+    summary = hints.summarise(meta, runs)
+    hints.print_summary(console, summary, meta)
+    rows = hints.rows(summary)
+    accuracy = hints.accuracy_rows(summary)
+    try:
+        report.write_csv(folder / "runs.csv", runs)
+        report.write_csv(folder / "summary.csv", rows)
+        report.write_csv(folder / "accuracy.csv", accuracy)
+        (folder / "summary.json").write_text(json.dumps(
+            {"suite": hints.SUITE, "baseline": summary["baseline"], "results": rows,
+             "accuracy": accuracy}, indent=2) + "\n")
+        written = hints.plot_all(folder, summary) if plots else []
+        hints.write_markdown(folder, summary, meta, written)
+    except OSError as e:
+        raise LabError(f"cannot write the report into {folder}: {e.strerror or e}") from None
+    return ["report.md", "summary.csv", "accuracy.csv", "summary.json", "runs.csv", *written]
+
+
 def run_report(folder: str, console: Console, plots: bool = True) -> int:
     meta, runs = results.load(folder)
-    if meta.get("suite") == regions.SUITE:
-        files = _region_report(Path(folder), meta, runs, console, plots)
+    if meta.get("suite") in (regions.SUITE, hints.SUITE):
+        draw = _region_report if meta["suite"] == regions.SUITE else _hints_report
+        files = draw(Path(folder), meta, runs, console, plots)
         console.print(f"\nwrote {folder}/: " + ", ".join(files))
         return 0
     summary = results.summarise(meta, runs)

@@ -368,13 +368,7 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
     out += ["## Workloads", "", "| workload | what | result line (every mode) |",
             "|---|---|---|"]
     out += [f"| {w} | {WORKLOADS[w]} | `{results[w] or '-'}` |" for w in summary["workloads"]]
-    out += ["", "## Allocators", "", "| name | kind | library | version |", "|---|---|---|---|"]
-    for a in meta.get("allocators", []):
-        out.append(f"| {a['name']} | {a['kind']} | {a.get('library') or '(none: the C library)'}"
-                   f" | {a.get('version', '')} |")
-    out.append("")
-    for note in meta.get("notes", []):
-        out += [f"> {note}", ""]
+    out += md_allocators_and_notes(meta)
     out += ["## Method", "",
             "- `build/bench/regions WORKLOAD MODE 1` per run (bench/regions.c); the modes: "
             "`locus` (the Locus region API of the preloaded library), `bump` (a pure bump "
@@ -393,6 +387,18 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
             "", "Raw data: `runs.jsonl` and `meta.json`; `locus report <folder>` re-draws the "
             "rest.", ""]
     (folder / "report.md").write_text("\n".join(out))
+
+
+def md_allocators_and_notes(meta: dict) -> list:
+    """The report's table of allocators, then the run's notes as quotes."""
+    out = ["", "## Allocators", "", "| name | kind | library | version |", "|---|---|---|---|"]
+    for a in meta.get("allocators", []):
+        out.append(f"| {a['name']} | {a['kind']} | {a.get('library') or '(none: the C library)'}"
+                   f" | {a.get('version', '')} |")
+    out.append("")
+    for note in meta.get("notes", []):
+        out += [f"> {note}", ""]
+    return out
 
 
 # ---- plots --------------------------------------------------------------------------------------
