@@ -196,7 +196,8 @@ static NOINLINE void *medius_alloc_slow(heap_t *h, size_t size, size_t align, bo
     if (align > MEDIUS_HEADER) return design_alloc_aligned(h, align, size, zero);
     return medius_alloc(h, size, zero);
   }
-  if (size > medius_limit) return huge_alloc(h, size, align > MEDIUS_HEADER ? align : 0, zero);
+  if (size > medius_limit || align > os_page_size)
+    return huge_alloc(h, size, align > MEDIUS_HEADER ? align : 0, zero);
   unsigned cls = medius_class_of(size);
   if (align <= MEDIUS_HEADER) {
     heap_collect(h);
@@ -347,7 +348,8 @@ static size_t design_usable(desc_t *d, const void *p, const char *call) {
 }
 
 /* In place while the block fits and is not more than twice the request; or, for the block just
- * below the bump pointer, by moving the bump pointer (the header takes the new class). */
+ * below the bump pointer, by moving the bump pointer (the header takes the new class; bytes
+ * given back to the bump area were written, so the span is no longer clean). */
 static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   if (d->kind != KIND_MEDIUS_SPAN || size > medius_limit) return false;
   unsigned cls, want = medius_class_of(size);
@@ -358,6 +360,7 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   if (d != h->d.span || end != span_bump(d) || (char *)p + medius_class_size(want) > span_end(d))
     return false;
   d->u.any[1] = (char *)p + medius_class_size(want);
+  if (want < cls) d->flags &= (uint16_t)~FLAG_CLEAN;
   medius_set_header(p, d, want, M_INUSE);
   h->stats.bytes_allocated += medius_class_size(want);
   h->stats.bytes_allocated -= have;
