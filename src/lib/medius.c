@@ -1,0 +1,16 @@
+/* The Medius design as a complete malloc: liblocus-medius.so (and its debug build). One
+ * translation unit so the compiler specialises the building blocks for this design. */
+#include "../core/config.h"
+#include "../core/print.h"
+#include "../core/lock.h"
+#include "../core/os.h"
+#include "../core/options.h"
+#include "../core/bitmap.h"
+#include "../core/sizeclass.h"
+#include "../core/pages.h"
+#include "../medius/medius.h"
+#include "../core/heap.h"
+#include "../core/huge.h"
+#include "../core/region.h"
+#include "../medius/medius.c.h"
+#include "../core/api.h"
