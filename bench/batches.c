@@ -54,10 +54,7 @@ int main(int argc, char **argv) {
       unsigned n = BATCH_N[b];
       size_t size = OBJ_SIZE[batches % COUNT(OBJ_SIZE)];
       uint64_t base = serial;
-      for (unsigned i = 0; i < n; i++) {
-        obj[i] = bench_malloc(size);
-        bench_fill(obj[i], size, bench_mix(base + i));
-      }
+      bench_batch_alloc(obj, n, size, base);
       serial += n;
       for (unsigned i = 0; i < n; i++) {
         uint64_t t;

@@ -141,6 +141,18 @@ static inline uint64_t bench_work(long scale, uint64_t per_scale, int quick) {
   return (uint64_t)scale * per_scale / (quick ? BENCH_QUICK_DIVISOR : 1);
 }
 
+/* The optional thread count, argv[2] (1..max; dflt without one). Usage errors exit 2. */
+static inline int bench_threads_arg(int argc, char **argv, int dflt, int max,
+                                    const char *usage) {
+  return argc > 2 ? (int)bench_int_arg(argv[2], 1, max, "thread count", usage) : dflt;
+}
+
+/* Thread i's share of `total` units split evenly over n threads (the first total % n
+ * threads do one more). */
+static inline uint64_t bench_share(uint64_t total, int n, int i) {
+  return total / (uint64_t)n + ((uint64_t)i < total % (uint64_t)n);
+}
+
 /* ---- PRNG: xorshift64* (Vigna), fixed seeds, one state per thread ------------------------ */
 
 typedef struct { uint64_t s; } bench_rng;
@@ -229,6 +241,15 @@ static inline void bench_check(const void *p, size_t n, uint64_t tag, const char
   if (!ok)
     bench_die("content mismatch in %s #%llu (%zu bytes): the allocator handed out memory "
               "that was still in use or corrupted it", what, (unsigned long long)index, n);
+}
+
+/* Allocates n objects of one size into obj[] and stamps object i with bench_mix(base + i). */
+static inline void bench_batch_alloc(unsigned char **obj, unsigned n, size_t size,
+                                     uint64_t base) {
+  for (unsigned i = 0; i < n; i++) {
+    obj[i] = bench_malloc(size);
+    bench_fill(obj[i], size, bench_mix(base + i));
+  }
 }
 
 /* Folds a value into a running checksum (order-dependent, deterministic). */
