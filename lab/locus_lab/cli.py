@@ -69,15 +69,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--allocators", "-a", metavar="NAME,...",
                    help="allocators to compare (default: every one found; with --suite "
                    "regions glibc, liblocus.so and the peers; with --suite hints also the "
-                   "tp and medius designs); `all` for every one found; "
+                   "tp and medius designs, with --suite lf the pow2 and lf designs); `all` "
+                   "for every one found; "
                    "NAME=LIB.so adds a library of your own")
     c.add_argument("--workloads", "-w", metavar="NAME,...",
                    help="workloads of the suite to run (default: all)")
-    c.add_argument("--suite", choices=("default", "regions", "hints"), default=None,
+    c.add_argument("--suite", choices=("default", "regions", "hints", "lf"), default=None,
                    help="the workloads: the default suite, `regions` (seed 004: region "
                    "programs in each region mode: Locus regions, a bump region, emulation "
                    "over malloc, the peers' arenas), or `hints` (seed 001: STL programs "
-                   "with and without allocation hints; accuracy, traversal time, cachegrind)")
+                   "with and without allocation hints; accuracy, traversal time, cachegrind), "
+                   "or `lf` (seed 002: shbench-, espresso-, larson- and threadtest-like "
+                   "programs; the metrics of the default suite)")
     c.add_argument("--repetitions", "-r", type=_positive_int, metavar="N",
                    help="timed runs per allocator and workload (default 3, --quick 1)")
     c.add_argument("--quick", action="store_true",
@@ -367,15 +370,18 @@ def cmd_list(args, console: Console) -> int:
         console.print(f"[yellow]{alloc_mod.missing_message(disc.missing_peers)}[/yellow]")
     for note in disc.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
-    workloads, warnings = suite.default_suite(paths, quick=False)
-    w = Table(title="Default suite", title_justify="left")
-    for col in ("workload", "kind", "what"):
-        w.add_column(col)
-    for wl in workloads:
-        w.add_row(wl.name, wl.kind, wl.description)
-    console.print(w)
-    for note in warnings:
-        console.print(f"[yellow]note:[/yellow] {note}")
+    for title, find in (("Default suite", suite.default_suite),
+                        (f"The {suite.LF_SUITE} suite (--suite {suite.LF_SUITE})",
+                         suite.lf_suite)):
+        workloads, warnings = find(paths, quick=False)
+        w = Table(title=title, title_justify="left")
+        for col in ("workload", "kind", "what"):
+            w.add_column(col)
+        for wl in workloads:
+            w.add_row(wl.name, wl.kind, wl.description)
+        console.print(w)
+        for note in warnings:
+            console.print(f"[yellow]note:[/yellow] {note}")
     perf_ok, perf_note = runner.perf_status()
     console.print(f"cachegrind: {'valgrind found' if runner.valgrind_available() else 'valgrind not installed'}; "
                   f"hardware counters: {'perf stat' if perf_ok else perf_note}")

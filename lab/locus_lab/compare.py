@@ -49,7 +49,7 @@ class CompareOptions:
     baseline: str | None = None
     plots: bool = True
     budget_min: float | None = None             # None: 14 min for the default suite
-    suite: str | None = None                    # None/"default", "regions" or "hints"
+    suite: str | None = None                    # None/"default", "regions", "hints", "lf"
     command: list = field(default_factory=list)
     name: str | None = None
     argv: list = field(default_factory=list)     # the lab's own command line, for the report
@@ -115,6 +115,9 @@ def _choose_allocators(opts, paths) -> tuple[list, alloc_mod.Discovery, list]:
 
 def _choose_workloads(opts, paths) -> tuple[list, list]:
     if opts.command:
+        if opts.suite == suite.LF_SUITE:
+            raise LabError(f"--suite {suite.LF_SUITE} runs its own programs: no command "
+                           "after --")
         if opts.workloads:
             raise LabError("--workloads selects from the default suite; it cannot be used "
                            "with a command")
@@ -124,8 +127,12 @@ def _choose_workloads(opts, paths) -> tuple[list, list]:
             notes.append(f"{w.argv[0]} is statically linked: LD_PRELOAD cannot change its "
                          "allocator, so every allocator will measure the same")
         return [w], notes
-    workloads, warnings = suite.default_suite(paths, opts.quick)
-    workloads = suite.select_workloads(workloads, opts.workloads)
+    if opts.suite == suite.LF_SUITE:
+        workloads, warnings = suite.lf_suite(paths, opts.quick)
+        workloads = suite.select_workloads(workloads, opts.workloads, "lf ")
+    else:
+        workloads, warnings = suite.default_suite(paths, opts.quick)
+        workloads = suite.select_workloads(workloads, opts.workloads)
     if not workloads:
         raise LabError("no workload available: build the bench programs with `make` or give "
                        "a command after --")
@@ -183,13 +190,19 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
         return run_regions(opts, console)
     if opts.suite == hints.SUITE:
         return run_hints(opts, console)
-    if opts.suite not in (None, "default"):
+    if opts.suite not in (None, "default", suite.LF_SUITE):
         raise LabError(f"unknown suite '{opts.suite}'; available: default, {regions.SUITE}, "
-                       f"{hints.SUITE}")
+                       f"{hints.SUITE}, {suite.LF_SUITE}")
     paths = find_paths(opts.build_dir)
-    allocs, disc, notes = _choose_allocators(opts, paths)
-    baseline = allocs[0].name
     workloads, warnings = _choose_workloads(opts, paths)
+    if opts.suite == suite.LF_SUITE:
+        # glibc, liblocus.so, the Locus libraries of the pow2 and lf designs (as soon as
+        # they are built) and the peers; or the ones named
+        allocs, notes = _region_allocators(opts, paths, suite.LF_DESIGNS, "the lf suite")
+        disc = alloc_mod.discover(paths)
+    else:
+        allocs, disc, notes = _choose_allocators(opts, paths)
+    baseline = allocs[0].name
     reps = _repetitions(opts)
     tracer = trace.tracer_library(paths) if opts.frag else None
     perf_ok, perf_note = runner.perf_status() if opts.cache else (False, "")
@@ -221,6 +234,7 @@ def run_compare(opts: CompareOptions, console: Console) -> int:
     base_env, env_notes = _base_environment()
     meta = {
         **_meta_head(opts, paths, reps),
+        **({"suite": suite.LF_SUITE} if opts.suite == suite.LF_SUITE else {}),
         "baseline": baseline,
         "frag": opts.frag,
         "cache": opts.cache,
@@ -429,7 +443,7 @@ def _region_allocators(opts: CompareOptions, paths, designs: tuple = (),
         others = f" and the {'/'.join(designs)} designs" if designs else ""
         notes = [f"{what} under liblocus.so{others} only: --allocators all (or a list) for "
                  "the other Locus libraries"] if len(names) < len(disc.allocators) else []
-    picked = CompareOptions(allocators=spec, baseline=alloc_mod.BASELINE)
+    picked = CompareOptions(allocators=spec, baseline=opts.baseline or alloc_mod.BASELINE)
     allocs, _, more = _choose_allocators(picked, paths)
     return allocs, notes + more
 

@@ -42,10 +42,21 @@ def fmt_memory(cell, is_base) -> str:
     return f"{cell['maxrss_norm']:.2f}x" if cell.get("maxrss_norm") else "-"
 
 
-def fmt_frag(cell, is_base) -> str:
-    if _failed(cell):
-        return _failed(cell)
-    return f"{cell['frag']:.2f}" if cell.get("frag") else "-"
+# Ratios shown as they are, never normalised to the baseline: seed 000's fragmentation and
+# seed 002's (results.summarise).
+FRAG_KEYS = ("frag", "frag_rss")
+
+
+def _fmt_ratio(key):
+    def fmt(cell, is_base) -> str:
+        if _failed(cell):
+            return _failed(cell)
+        return f"{cell[key]:.2f}" if cell.get(key) else "-"
+    return fmt
+
+
+fmt_frag = _fmt_ratio("frag")
+fmt_frag_rss = _fmt_ratio("frag_rss")
 
 
 def fmt_count(n: float) -> str:
@@ -89,7 +100,7 @@ def _geo(summary, key):
     out = {}
     for a in summary["allocators"]:
         v = summary["geomean"][a].get(key)
-        out[a] = "-" if v is None else (f"{v:.2f}x" if key != "frag" else f"{v:.2f}")
+        out[a] = "-" if v is None else (f"{v:.2f}x" if key not in FRAG_KEYS else f"{v:.2f}")
     return out
 
 
@@ -106,6 +117,9 @@ def tables(summary: dict) -> list:
     if any(c.get("frag") for c in cells):
         out.append(("Fragmentation", "peak anonymous memory / peak live bytes requested "
                     "(1.00 = no overhead)", fmt_frag, "frag"))
+    if any(c.get("frag_rss") for c in cells):
+        out.append(("Fragmentation, seed 002", "peak RSS (all the memory the process holds "
+                    "from the OS) / peak live bytes requested", fmt_frag_rss, "frag_rss"))
     if any("instructions" in c for c in cells):
         for key, title in (("instructions", "Instructions"), ("l1_misses", "L1 misses"),
                            ("ll_misses", "Last-level cache misses")):
@@ -203,8 +217,8 @@ def print_summary(console: Console, summary: dict, meta: dict) -> None:
                 t.add_row(_label(summary, w), *row)
             if _shows_geomean(summary):
                 t.add_section()
-                t.add_row("geomean", *[("1.00x" if a == base and geo_key != "frag" else geo[a])
-                                       for a in group])
+                t.add_row("geomean", *[("1.00x" if a == base and geo_key not in FRAG_KEYS
+                                        else geo[a]) for a in group])
             console.print(t)
         console.print()
     print_scaling(console, summary, meta)
@@ -377,11 +391,14 @@ def plot_all(folder: Path, summary: dict) -> list:
     written.append("memory.png")
 
     if any(c.get("frag") for c in summary["cells"].values()):
-        plt, fig, axes = _figure(1, summary)
+        plt, fig, axes = _figure(2, summary)
         _bars(axes[0], summary, lambda c: c.get("frag"), None,
-              "peak memory / peak live bytes", geo_key="frag")
+              "peak anon / peak live bytes", geo_key="frag")
+        _bars(axes[1], summary, lambda c: c.get("frag_rss"), None,
+              "peak RSS / peak live bytes (seed 002)", geo_key="frag_rss")
         _finish(plt, fig, axes, folder / "frag.png",
-                "Fragmentation: peak anonymous memory over peak live bytes requested")
+                "Fragmentation: peak anonymous memory, and peak RSS, over peak live bytes "
+                "requested")
         written.append("frag.png")
 
     if any("instructions" in c for c in summary["cells"].values()):
@@ -410,7 +427,7 @@ def _md_table(summary, fmt, geo_key) -> list:
     if _shows_geomean(summary):
         geo = _geo(summary, geo_key)
         lines.append("| **geomean** | " + " | ".join(
-            ("1.00x" if a == base and geo_key != "frag" else geo[a]) for a in allocs) + " |")
+            ("1.00x" if a == base and geo_key not in FRAG_KEYS else geo[a]) for a in allocs) + " |")
     return lines
 
 
@@ -512,7 +529,9 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
             "- Times, peak RSS and page faults are the kernel's accounting of the child "
             "(wait4). Peak anonymous memory is sampled from /proc every 5 ms.",
             "- Fragmentation (seed 000 §4.4) = peak anonymous memory / peak live bytes "
-            "requested, the latter measured once per workload with the tracer.",
+            "requested, the latter measured once per workload with the tracer; seed 002's "
+            "fragmentation = peak RSS (all the memory the process holds from the OS) / the "
+            "same peak live bytes.",
             "- Cache figures come from one cachegrind run per allocator (simulated caches).",
             "",
             "Raw data: `runs.jsonl` (every run) and `meta.json`; derived: `summary.csv`, "

@@ -158,6 +158,8 @@ def summarise(meta: dict, runs: list) -> dict:
                                         if r.get("status") != "ok"), "")
             lv = live.get(w)
             cell["peak_live_bytes"] = lv.get("peak_live_bytes") if lv else None
+            # frag: seed 000's (peak anonymous memory / peak live bytes); frag_rss: seed 002's
+            # (peak RSS, all the memory the process holds from the OS, / peak live bytes)
             cell["frag"] = cell["frag_rss"] = None
             if lv and cell["status"] == "ok" and w not in no_frag:
                 cell["frag"] = _ratio((cell["peak_anon_kib"] or 0) * 1024 or None,
@@ -205,7 +207,8 @@ def summarise(meta: dict, runs: list) -> dict:
                  # A failure still disqualifies an allocator, geometric mean or not.
                  "failed": [c["workload"] for c in mine if c["status"] != "ok"]}
         for key in ("wall_norm", "user_norm", "maxrss_norm", "peak_anon_norm", "minflt_norm",
-                    "frag", "instructions_norm", "l1_misses_norm", "ll_misses_norm"):
+                    "frag", "frag_rss", "instructions_norm", "l1_misses_norm",
+                    "ll_misses_norm"):
             entry[key] = geomean(c.get(key) for c in counted)
         spreads = [c.get("wall_spread_pct") for c in mine if c.get("wall_spread_pct") is not None]
         entry["wall_spread_pct_median"] = _median(spreads)

@@ -129,9 +129,10 @@ def real_programs(quick: bool) -> tuple[list, list]:
     return found, warnings
 
 
-def bench_programs(paths: Paths, quick: bool = False) -> tuple[list, list]:
+def bench_programs(paths: Paths, quick: bool = False,
+                   benches: tuple = BENCH) -> tuple[list, list]:
     found, missing = [], []
-    for b in BENCH:
+    for b in benches:
         exe = paths.bench / (b.program or b.name)
         if exe.is_file():
             fast = quick and b.quick
@@ -145,6 +146,27 @@ def bench_programs(paths: Paths, quick: bool = False) -> tuple[list, list]:
         warnings.append(f"bench programs not built, skipped: {', '.join(missing)} "
                         f"(expected in {paths.bench}; run `make`)")
     return found, warnings
+
+
+# `locus compare --suite lf` (seed 002): our own programs shaped like the benchmarks the seed
+# measures its custom bins on. Not in the default suite, whose time budget they would break.
+LF_SUITE = "lf"
+LF_DESIGNS = ("pow2", "lf")     # Locus designs that join the lf suite by default
+LF_BENCH = (
+    Bench("shbench", [], 1.0, "1M live objects of 70/100/150 B (+5% 64..180 B) from 5 call "
+          "sites, random and burst replacement"),
+    Bench("espresso", [], 1.0, "small objects of varied sizes: 70% temporaries, 25% working "
+          "set (some grown by realloc), 5% a cover freed every pass"),
+    Bench("larson", [], 1.0, "8 threads replacing objects at random in one shared pool "
+          "(freed by other threads)"),
+    Bench("threadtest", [], 1.0, "4 threads each allocating and freeing batches of 20,000 "
+          "objects of its own size (24/72/100/150 B)"),
+)
+
+
+def lf_suite(paths: Paths, quick: bool) -> tuple[list, list]:
+    """The lf suite's workloads (bench programs not built are skipped with a note)."""
+    return bench_programs(paths, quick, LF_BENCH)
 
 
 def default_suite(paths: Paths, quick: bool) -> tuple[list, list]:
