@@ -19,7 +19,10 @@ NEW = ("xthreads", "xserver", "bigbuf", "batches")
 # (program, arguments after the scale) run in quick mode under both allocators
 QUICK_RUNS = [("xthreads", []), ("xthreads", ["3", "--no-large"]), ("xserver", []),
               ("bigbuf", []), ("batches", []), ("threads2", ["8", "--split"]),
-              ("threads2", ["16", "--split"])]
+              ("threads2", ["16", "--split"]),
+              # the lf suite's programs (--suite lf)
+              ("shbench", []), ("espresso", []), ("larson", []), ("larson", ["3"]),
+              ("threadtest", []), ("threadtest", ["3"])]
 
 
 def test_new_workloads_are_in_the_default_suite():
