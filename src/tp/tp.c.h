@@ -131,6 +131,7 @@ static ALWAYS_INLINE void *tp_take(heap_t *h, desc_t *b, unsigned r, bool zero) 
   } else {
     p = (char *)reg + TP_HEADER + (size_t)reg->bump++ * size;
     if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, size);
+    else ((uintptr_t *)p)[1] = 0;   /* a fresh slot never reads as freed (as vam and phk-reap) */
   }
   reg->used++;
   b->used++;
