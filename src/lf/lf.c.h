@@ -95,7 +95,7 @@ static ALWAYS_INLINE bool lf_in_wrapper(uintptr_t a) {
 static bool lf_is_site(uintptr_t a) {
   bool known = false;
   for (unsigned i = 0; i < lf_ntext && !known; i++)
-    known = a - lf_text[i].start >= 8 && a < lf_text[i].end;
+    known = a >= lf_text[i].start + 8 && a < lf_text[i].end;
   if (!known) return false;
   const uint8_t *c = (const uint8_t *)a;
   if (c[-5] == 0xE8) return true;
