@@ -13,6 +13,8 @@
  *   apart        lf: two sites allocating one size are counted apart
  *   wrappers     lf: strdup called from two functions counts as two sites (the allocator looks
  *                past libc to the caller)
+ *   sites        lf with LOCUS_SITES=1: at exit a line per call site gives its module, calls and
+ *                whether it got a custom bin
  *   bounds       lf: 100,000 distinct call sites (one function made of 100,000 calls to malloc
  *                by the assembler's .rept, see lf_many_sites below): the site table stops at its
  *                bound and says so (table_full), allocation goes on; with a threshold of at most
@@ -290,6 +292,23 @@ static void t_bounds(void) {
   CHECK(locus_check_heap_if_any() == 0);
 }
 
+static void sites_child(void) {
+  for (unsigned long i = 0; i < threshold + 10; i++) site_c(70);   /* leaks: the report counts */
+  exit(0);                                                          /* runs the exit report */
+}
+
+static void t_sites(void) {
+  const char *on = getenv("LOCUS_SITES");
+  if (!is_lf || !on || strcmp(on, "1") != 0) return;
+  test_child_t c;
+  test_run_child(sites_child, &c);
+  CHECKF(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0, "child: %s", c.how);
+  CHECKF(strstr(c.err, "locus: call sites") != NULL, "no site report in: %s", c.err);
+  char want[128];
+  snprintf(want, sizeof want, "(design_lf) calls %lu bytes %lu custom yes", threshold + 10, (threshold + 10) * 80);
+  CHECKF(strstr(c.err, want) != NULL, "no line with '%s' in: %s", want, c.err);
+}
+
 int main(int argc, char **argv) {
   page = (size_t)sysconf(_SC_PAGESIZE);
   const char *(*var)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "locus_variant");
@@ -312,6 +331,7 @@ int main(int argc, char **argv) {
     {"opt", t_opt},
     {"apart", t_apart},
     {"wrappers", t_wrappers},
+    {"sites", t_sites},
     {"bounds", t_bounds},
   };
   return test_run_sections(argc, argv, sections, sizeof sections / sizeof *sections);

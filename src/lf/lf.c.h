@@ -18,11 +18,14 @@ static size_t lf_block_pages;          /* pages per block */
 #define LF_MAX_WRAPPERS 8
 #define LF_WALK_WORDS   48
 
+#include <dlfcn.h>
+
 typedef struct lf_range { uintptr_t start, end; } lf_range_t;
 static lf_range_t lf_text[LF_MAX_RANGES];        /* executable mappings at start-up */
 static unsigned lf_ntext;
 static lf_range_t lf_wrap[LF_MAX_WRAPPERS];      /* the wrappers' executable mappings */
 static unsigned lf_nwrap;
+static uintptr_t lf_wrap_lo, lf_wrap_span;      /* the span of all of them: the fast path's test */
 
 static NOINLINE uintptr_t lf_walk(heap_t *h, uintptr_t ra);
 
@@ -55,6 +58,10 @@ static void lf_maps_line(char *line) {
   bool wrapper = (path && lf_is_wrapper_path(path)) || (self >= start && self < end);
   if (wrapper) {
     if (lf_nwrap < LF_MAX_WRAPPERS) lf_wrap[lf_nwrap++] = (lf_range_t){ start, end };
+    uintptr_t lo = lf_wrap_span && lf_wrap_lo < start ? lf_wrap_lo : start;
+    uintptr_t hi = lf_wrap_span && lf_wrap_lo + lf_wrap_span > end ? lf_wrap_lo + lf_wrap_span : end;
+    lf_wrap_lo = lo;
+    lf_wrap_span = hi - lo;
   } else if (lf_ntext < LF_MAX_RANGES) {
     lf_text[lf_ntext++] = (lf_range_t){ start, end };
   }
@@ -83,7 +90,7 @@ static void lf_read_maps(void) {
   close(fd);
 }
 
-static ALWAYS_INLINE bool lf_in_wrapper(uintptr_t a) {
+static bool lf_in_wrapper(uintptr_t a) {
   for (unsigned i = 0; i < lf_nwrap; i++)
     if (a - lf_wrap[i].start < lf_wrap[i].end - lf_wrap[i].start) return true;
   return false;
@@ -164,38 +171,40 @@ static NOINLINE unsigned lf_promote(heap_t *h, lf_entry_t *e, unsigned cls) {
   return cls;
 }
 
-/* A first look-up missed the pair's home slot: probe on, insert a new pair (which LF-opt gives a
- * custom bin at once when its context is intense). */
-static NOINLINE unsigned lf_site_miss(heap_t *h, uintptr_t ctx, uint32_t q, unsigned cls) {
+/* The bin of (ctx, q) (standard class cls) after the fast path could not decide: the pair is
+ * not in its home slot (not counted yet), or it just passed the threshold (counted). A new pair
+ * is inserted; LF-opt gives it a custom bin at once when its context is intense. An entry's
+ * count is its calls (for LOCUS_SITES): it goes on after the pair has its bin. */
+static unsigned lf_site_lookup(heap_t *h, uintptr_t ctx, uint32_t q, unsigned cls, bool counted) {
   lf_entry_t *e = lf_find(h->d.table, ctx, q);
-  if (e && e->ctx) {
-    if (e->bin) return e->bin < LF_MAX_BINS ? e->bin : cls;
-    if (++e->count <= opt.lf_threshold) return cls;
-    return lf_promote(h, e, cls);
-  }
-  if (!lf_insert(h, e, ctx, q)) return cls;
-  if (opt.lf_opt) {
+  bool fresh = !e || !e->ctx;
+  if (fresh && !lf_insert(h, e, ctx, q)) return cls;
+  if (!counted) e->count++;
+  if (e->bin) return e->bin < LF_MAX_BINS ? e->bin : cls;
+  if (fresh && opt.lf_opt) {
     lf_entry_t *mark = lf_find(h->d.table, ctx, 0);
     if (mark && mark->ctx) return lf_promote(h, e, cls);
   }
-  if (++e->count <= opt.lf_threshold) return cls;
-  return lf_promote(h, e, cls);
+  return e->count > opt.lf_threshold ? lf_promote(h, e, cls) : cls;
 }
 
-/* The bin for a request of `size` (<= LF_SMALL_MAX, standard class cls) from call site ra. */
-static ALWAYS_INLINE unsigned lf_site_bin(heap_t *h, uintptr_t ra, size_t size, unsigned cls) {
-  lf_entry_t *t = h->d.table;
-  if (unlikely(!t)) return cls;                  /* heap_empty: the slow path comes back */
-  if (unlikely(lf_in_wrapper(ra))) ra = lf_walk(h, ra);
+static inline uint32_t lf_quanta(size_t size) {
   uint32_t q = (uint32_t)((size + QUANTUM - 1) / QUANTUM);
-  q += !q;
-  lf_entry_t *e = &t[lf_hash(ra, q)];
-  if (likely(e->ctx == ra && e->qsize == q)) {
-    if (likely(e->bin)) return e->bin < LF_MAX_BINS ? e->bin : cls;
-    if (++e->count <= opt.lf_threshold) return cls;
-    return lf_promote(h, e, cls);
+  return q + !q;
+}
+
+static inline void *lf_alloc_bin_ra(heap_t *h, unsigned cls, bool zero, size_t size, uintptr_t ra);
+
+/* Everything the fast path leaves out (one tail call from it, so that it saves no registers):
+ * a heap with no table yet (heap_empty), a call through a wrapper, a pair away from its home
+ * slot, a pair that just passed the threshold. */
+static NOINLINE void *lf_alloc_site_slow(heap_t *h, size_t size, bool zero, uintptr_t ra, bool counted) {
+  unsigned cls = sizeclass_of(&lf_classes, size);
+  if (h->d.table) {
+    if (lf_in_wrapper(ra)) ra = lf_walk(h, ra);
+    cls = lf_site_lookup(h, ra, lf_quanta(size), cls, counted);
   }
-  return lf_site_miss(h, ra, q, cls);
+  return lf_alloc_bin_ra(h, cls, zero, size, ra);   /* heap_empty: its slow path gets a heap */
 }
 
 /* ---- start-up ----------------------------------------------------------------------------- */
@@ -310,10 +319,28 @@ static NOINLINE void *lf_alloc_big(heap_t *h, size_t size, bool zero, uintptr_t 
   return huge_alloc(h, size, 0, zero);
 }
 
+/* LF's fast path: a pair found in its home slot, counting or with its bin; anything else is
+ * lf_alloc_site_slow's. */
 static ALWAYS_INLINE void *lf_alloc_ctx(heap_t *h, size_t size, bool zero, uintptr_t ra) {
   if (unlikely(size > LF_SMALL_MAX)) return lf_alloc_big(h, size, zero, ra);
   unsigned cls = sizeclass_of(&lf_classes, size);
-  if (cfg_lf) cls = lf_site_bin(h, ra, size, cls);
+  if (cfg_lf) {
+    lf_entry_t *t = h->d.table;
+    if (unlikely(!t || ra - lf_wrap_lo < lf_wrap_span)) return lf_alloc_site_slow(h, size, zero, ra, false);
+    uint32_t q = lf_quanta(size);
+    lf_entry_t *e = &t[lf_hash(ra, q)];
+    if (unlikely(e->ctx != ra || e->qsize != q)) return lf_alloc_site_slow(h, size, zero, ra, false);
+    uint32_t calls = ++e->count;
+    if (likely(e->bin)) {
+      if (e->bin < LF_MAX_BINS) cls = e->bin;
+    } else if (unlikely(calls > opt.lf_threshold)) {
+      return lf_alloc_site_slow(h, size, zero, ra, true);
+    }
+  }
+  return lf_alloc_bin(h, cls, zero, size, ra);
+}
+
+static inline void *lf_alloc_bin_ra(heap_t *h, unsigned cls, bool zero, size_t size, uintptr_t ra) {
   return lf_alloc_bin(h, cls, zero, size, ra);
 }
 
@@ -456,6 +483,97 @@ LOCUS_API size_t locus_lf_stats_json(char *buf, size_t len) {
   out_str(&o, "}");
   o.buf[o.pos] = 0;
   return o.need;
+}
+
+/* ---- per-site statistics (LOCUS_SITES=1, lf only) ------------------------------------------------
+ * At exit, outside any allocation: every recorded (site, size) pair of every heap, grouped by
+ * site, with the caller resolved by dladdr (exported symbols only; otherwise the module and the
+ * offset in it, for addr2line). Bytes are calls times the size rounded to the quantum. Pairs the
+ * full table could not record are not in it (table_full counts their first calls). */
+
+static inline bool lf_entry_less(const lf_entry_t *a, const lf_entry_t *b) {
+  return a->ctx < b->ctx || (a->ctx == b->ctx && a->qsize < b->qsize);
+}
+
+/* Heap sort (libc's qsort may allocate). */
+static void lf_sort(lf_entry_t *v, size_t n) {
+  for (size_t k = n; k-- > 0;) {
+    for (size_t root = k, end = n;;) {
+      size_t child = 2 * root + 1;
+      if (child >= end) break;
+      if (child + 1 < end && lf_entry_less(&v[child], &v[child + 1])) child++;
+      if (!lf_entry_less(&v[root], &v[child])) break;
+      lf_entry_t t = v[root]; v[root] = v[child]; v[child] = t;
+      root = child;
+    }
+  }
+  for (size_t end = n; end-- > 1;) {
+    lf_entry_t t = v[0]; v[0] = v[end]; v[end] = t;
+    for (size_t root = 0;;) {
+      size_t child = 2 * root + 1;
+      if (child >= end) break;
+      if (child + 1 < end && lf_entry_less(&v[child], &v[child + 1])) child++;
+      if (!lf_entry_less(&v[root], &v[child])) break;
+      t = v[root]; v[root] = v[child]; v[child] = t;
+      root = child;
+    }
+  }
+}
+
+static void lf_site_line(outbuf_t *o, const lf_entry_t *v, size_t n) {
+  uint64_t calls = 0, bytes = 0;
+  bool custom = false, intense = false;
+  for (size_t i = 0; i < n; i++) {
+    if (!v[i].qsize) { intense = true; continue; }
+    calls += v[i].count;
+    bytes += (uint64_t)v[i].count * v[i].qsize * QUANTUM;
+    custom |= v[i].bin && v[i].bin != LF_REFUSED;
+  }
+  Dl_info info;
+  const char *module = "?", *symbol = NULL;
+  uintptr_t base = 0;
+  if (dladdr((void *)v[0].ctx, &info)) {
+    module = info.dli_fname && strrchr(info.dli_fname, '/') ? strrchr(info.dli_fname, '/') + 1 : info.dli_fname;
+    symbol = info.dli_sname;
+    base = symbol ? (uintptr_t)info.dli_saddr : (uintptr_t)info.dli_fbase;
+  }
+  out_fmt(o, "locus: site %p %s+0x%lx (%s) calls %lu bytes %lu custom %s%s sizes", (void *)v[0].ctx,
+          symbol ? symbol : "", (unsigned long)(v[0].ctx - base), module ? module : "?", (unsigned long)calls,
+          (unsigned long)bytes, custom ? "yes" : "no", intense ? " intense" : "");
+  unsigned shown = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!v[i].qsize || (i && v[i].qsize == v[i - 1].qsize)) continue;
+    if (shown++ == 8) { out_str(o, " ..."); break; }
+    out_fmt(o, " %u", (unsigned)v[i].qsize * (unsigned)QUANTUM);
+  }
+  out_str(o, "\n");
+}
+
+__attribute__((destructor)) static void lf_sites_at_exit(void) {
+  if (!cfg_lf || !opt.sites || atomic_load(&init_state) != 2) return;
+  size_t n = 0;
+  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all)
+    if (h->d.table) n += LF_TABLE_MAX;
+  size_t bytes = align_up((n + 1) * sizeof(lf_entry_t), os_page_size);
+  lf_entry_t *v = n ? os_map(bytes) : NULL;
+  if (!v) return;
+  size_t k = 0;
+  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all) {
+    for (size_t i = 0, m = 0; h->d.table && i < LF_TABLE_SLOTS && m < LF_TABLE_MAX; i++) {
+      lf_entry_t e = h->d.table[i];
+      if (e.ctx && k < n) { v[k++] = e; m++; }
+    }
+  }
+  lf_sort(v, k);
+  char buf[4096];
+  outbuf_t o = { buf, sizeof buf, 0, 0, 2 };
+  out_fmt(&o, "locus: call sites (%s): %lu (site, size) pairs\n", LOCUS_VARIANT, (unsigned long)k);
+  for (size_t i = 0, j; i < k; i = j) {
+    for (j = i + 1; j < k && v[j].ctx == v[i].ctx; j++) {}
+    lf_site_line(&o, v + i, j - i);
+  }
+  out_flush(&o);
+  os_unmap(v, bytes);
 }
 
 /* ---- consistency check ---------------------------------------------------------------------- */
