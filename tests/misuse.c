@@ -175,9 +175,10 @@ static const char *name(size_t i) { return cases[i].name; }
 int main(int argc, char **argv) {
   locus_api_t api;
   if (locus_api_require(&api))
-    family = strncmp(api.variant(), "phk", 3) == 0 || strncmp(api.variant(), "tp", 2) == 0 ? 1 : 0;
+    family = strncmp(api.variant(), "phk", 3) == 0 || strncmp(api.variant(), "tp", 2) == 0 ||
+             strncmp(api.variant(), "pow2", 4) == 0 || strncmp(api.variant(), "lf", 2) == 0 ? 1 : 0;
   else if (!getenv("LD_PRELOAD") || !*getenv("LD_PRELOAD")) family = 2;
-  test_note("misuse: %s\n", family == 0 ? "a Vam build" : family == 1 ? "a PHK or TP build" :
+  test_note("misuse: %s\n", family == 0 ? "a Vam build" : family == 1 ? "a PHK, TP or LF build" :
                             family == 2 ? "glibc" : "another allocator (outcomes only)");
   return test_run_cases(argc, argv, NCASES, name, run);
 }

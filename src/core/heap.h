@@ -649,6 +649,15 @@ static size_t pages_check(heap_t *h) {
 #undef CHECK
 }
 
+/* For design_check: runs `body` for every run head r of kind `k` in h's segments, in address
+ * order (walks run heads via npages, so free runs and runs of other kinds are stepped over). */
+#define HEAP_FOR_EACH_RUN(h, k, r, body) \
+  for (segment_t *s_ = (h)->pages.segments; s_; s_ = s_->next) \
+    for (size_t i_ = s_->first; i_ < s_->npages; i_ += s_->desc[i_].npages ? s_->desc[i_].npages : 1) { \
+      desc_t *r = &s_->desc[i_]; \
+      if (r->kind == (k)) { body } \
+    }
+
 /* Walks h's page manager and the design's structures (caller owns h). */
 static size_t heap_check(heap_t *h) {
   lock_acquire(&h->pages_lock);

@@ -20,7 +20,10 @@ enum discard_policy { DISCARD_IMMEDIATE, DISCARD_DELAYED, DISCARD_PRESSURE };
   X(HUGE_CACHE, huge_cache, S, 256u << 20, "most bytes of freed own-mapping objects kept for reuse (within recent demand)") \
   X(CHECK_EVERY, check_every, N, 0, "debug builds: check the heap every N slow-path events (0: default)") \
   X(TP_K,       tp_k,       N, 12, "tp: K-regions of objects up to 512 B are 2^K bytes (7..16)") \
-  X(MEDIUS_K,   medius_k,   N, 12, "medius: a K-region is 2^K bytes (12..20, at least the page)")
+  X(MEDIUS_K,   medius_k,   N, 12, "medius: a K-region is 2^K bytes (12..20, at least the page)") \
+  X(LF_THRESHOLD, lf_threshold, N, 100, "lf: allocations of one (call site, size) before it gets a custom bin") \
+  X(LF_OPT,     lf_opt,     B, 1, "lf: a site that crossed the threshold gets custom bins for new sizes at once") \
+  X(SITES,      sites,      B, 0, "lf: print per call site statistics at exit")
 
 /* Options whose value must lie in a range: a value outside it is a bad value (kept default). */
 #define LOCUS_OPTION_RANGES(X) \

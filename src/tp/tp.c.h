@@ -379,15 +379,11 @@ static size_t design_check(heap_t *h) {
     }
     CHECK(empty <= 1);
   }
-  for (segment_t *s = h->pages.segments; s; s = s->next) {
-    for (size_t i = s->first; i < s->npages; i += s->desc[i].npages ? s->desc[i].npages : 1) {
-      desc_t *r = &s->desc[i];
-      if (r->kind != KIND_TP_BLOCK) continue;
-      blocks++;
-      bad += tp_check_block(h, r);
-      if (r->flags & FLAG_FULL) full++;
-    }
-  }
+  HEAP_FOR_EACH_RUN(h, KIND_TP_BLOCK, r, {
+    blocks++;
+    bad += tp_check_block(h, r);
+    if (r->flags & FLAG_FULL) full++;
+  })
   CHECK(listed + full == blocks);
   CHECK(blocks == h->stats.blocks_in_use);
   return bad;

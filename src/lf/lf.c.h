@@ -1,0 +1,639 @@
+/* lf.c.h — the pow2/LF policy: power-of-two page blocks, and (LOCUS_LF=1) custom bins for
+ * (call site, size) pairs that allocate often. Types, parameters and invariants are in lf.h.
+ * Included once, by the library's unity file. */
+
+static sizeclass_table_t lf_classes;
+static size_t lf_block_pages;          /* pages per block */
+
+/* ---- call sites (lf only) --------------------------------------------------------------------
+ * The context id is the return address of the call into the allocator. When that address lies
+ * in a "wrapper" (libc: strdup, fopen...; libstdc++: std::string...; this library itself:
+ * realloc's out-of-line path), the site is the first word above our frame on the stack that is
+ * a return address into other code: an address inside a known executable mapping, just after a
+ * call instruction. The mappings are read once from /proc/self/maps at start-up (no loader lock,
+ * no allocation); code loaded later by dlopen is not known, so its sites are used as they are and
+ * never found by the walk. The walk reads at most LF_WALK_WORDS words above its own frame. */
+
+#define LF_MAX_RANGES   128
+#define LF_MAX_WRAPPERS 8
+#define LF_WALK_WORDS   48
+
+#include <dlfcn.h>
+
+typedef struct lf_range { uintptr_t start, end; } lf_range_t;
+static lf_range_t lf_text[LF_MAX_RANGES];        /* executable mappings at start-up */
+static unsigned lf_ntext;
+static lf_range_t lf_wrap[LF_MAX_WRAPPERS];      /* the wrappers' executable mappings */
+static unsigned lf_nwrap;
+static uintptr_t lf_wrap_lo, lf_wrap_span;      /* the span of all of them: the fast path's test */
+
+static NOINLINE uintptr_t lf_walk(heap_t *h, uintptr_t ra);
+
+static uintptr_t lf_parse_hex(char **s) {
+  uintptr_t v = 0;
+  for (;; (*s)++) {
+    char c = **s;
+    unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+    if (d == 16) return v;
+    v = v << 4 | d;
+  }
+}
+
+static bool lf_is_wrapper_path(const char *path) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  return !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5) ||
+         !strncmp(base, "libstdc++.so", 12) || !strncmp(base, "libgcc_s.so", 11);
+}
+
+/* One line of /proc/self/maps: "start-end perms offset dev inode   path". */
+static void lf_maps_line(char *line) {
+  char *s = line;
+  uintptr_t start = lf_parse_hex(&s);
+  if (*s++ != '-') return;
+  uintptr_t end = lf_parse_hex(&s);
+  if (*s++ != ' ' || s[2] != 'x') return;
+  char *path = strchr(s, '/');
+  uintptr_t self = (uintptr_t)&lf_walk;
+  bool wrapper = (path && lf_is_wrapper_path(path)) || (self >= start && self < end);
+  if (wrapper) {
+    if (lf_nwrap < LF_MAX_WRAPPERS) lf_wrap[lf_nwrap++] = (lf_range_t){ start, end };
+    uintptr_t lo = lf_wrap_span && lf_wrap_lo < start ? lf_wrap_lo : start;
+    uintptr_t hi = lf_wrap_span && lf_wrap_lo + lf_wrap_span > end ? lf_wrap_lo + lf_wrap_span : end;
+    lf_wrap_lo = lo;
+    lf_wrap_span = hi - lo;
+  } else if (lf_ntext < LF_MAX_RANGES) {
+    lf_text[lf_ntext++] = (lf_range_t){ start, end };
+  }
+}
+
+static void lf_read_maps(void) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  static char buf[8192];
+  size_t have = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+    if (n <= 0) break;
+    have += (size_t)n;
+    buf[have] = 0;
+    char *line = buf, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = 0;
+      lf_maps_line(line);
+      line = nl + 1;
+    }
+    have = (size_t)(buf + have - line);
+    if (have == sizeof buf - 1) have = 0;   /* a line longer than the buffer: dropped */
+    memmove(buf, line, have);
+  }
+  close(fd);
+}
+
+static bool lf_in_wrapper(uintptr_t a) {
+  for (unsigned i = 0; i < lf_nwrap; i++)
+    if (a - lf_wrap[i].start < lf_wrap[i].end - lf_wrap[i].start) return true;
+  return false;
+}
+
+/* Whether a is a return address into known code other than the wrappers: inside a mapping, and
+ * the bytes before it end in a call (e8 rel32; ff /2 as register, [register], disp8, disp32 or
+ * rip-relative forms). */
+static bool lf_is_site(uintptr_t a) {
+  bool known = false;
+  for (unsigned i = 0; i < lf_ntext && !known; i++)
+    known = a >= lf_text[i].start + 8 && a < lf_text[i].end;
+  if (!known) return false;
+  const uint8_t *c = (const uint8_t *)a;
+  if (c[-5] == 0xE8) return true;
+  if (c[-2] == 0xFF && (c[-1] & 0x38) == 0x10 && (c[-1] >> 6 == 3 || (c[-1] >> 6 == 0 && (c[-1] & 7) != 4 && (c[-1] & 7) != 5))) return true;
+  if (c[-3] == 0xFF && (c[-2] & 0x38) == 0x10 && c[-2] >> 6 == 1) return true;
+  if (c[-6] == 0xFF && (c[-5] & 0x38) == 0x10 && (c[-5] >> 6 == 2 || (c[-5] & 0xC7) == 0x05)) return true;
+  return false;
+}
+
+/* The site of a call that came through a wrapper (see above); ra when none is found. */
+static NOINLINE uintptr_t lf_walk(heap_t *h, uintptr_t ra) {
+  const uintptr_t *sp = (const uintptr_t *)__builtin_frame_address(0);
+  h->d.lf.wrapper_walks++;
+  for (unsigned i = 1; i < LF_WALK_WORDS; i++) {
+    uintptr_t w = __atomic_load_n(&sp[i], __ATOMIC_RELAXED);
+    if (lf_is_site(w)) return w;
+  }
+  h->d.lf.walks_failed++;
+  return ra;
+}
+
+/* ---- the site table (lf only) --------------------------------------------------------------- */
+
+static inline size_t lf_hash(uintptr_t ctx, uint32_t q) {
+  return (size_t)(((ctx ^ ((uint64_t)q << 47)) * 0x9E3779B97F4A7C15ull) >> (64 - LF_TABLE_SHIFT));
+}
+
+/* The entry of (ctx, q), or the empty slot where it would go, or NULL (table full, not found). */
+static lf_entry_t *lf_find(lf_entry_t *t, uintptr_t ctx, uint32_t q) {
+  size_t i = lf_hash(ctx, q);
+  for (unsigned n = 0; n < LF_TABLE_SLOTS; n++, i = (i + 1) & (LF_TABLE_SLOTS - 1)) {
+    lf_entry_t *e = &t[i];
+    if (!e->ctx || (e->ctx == ctx && e->qsize == q)) return e;
+  }
+  return NULL;
+}
+
+/* A new entry for (ctx, q) in its empty slot e, if the table may grow; false when it may not. */
+static bool lf_insert(heap_t *h, lf_entry_t *e, uintptr_t ctx, uint32_t q) {
+  if (!e || h->d.lf.pairs >= LF_TABLE_MAX) {
+    h->d.lf.table_full++;
+    return false;
+  }
+  *e = (lf_entry_t){ .ctx = ctx, .qsize = (uint16_t)q, .bin = 0, .count = 0 };
+  h->d.lf.pairs++;
+  return true;
+}
+
+/* The pair of e gets its custom bin (or LF_REFUSED when the heap has no bin left); its context
+ * is intense from now on. Returns the bin to allocate from. */
+static NOINLINE unsigned lf_promote(heap_t *h, lf_entry_t *e, unsigned cls) {
+  uintptr_t ctx = e->ctx;
+  if (h->d.nbins < LF_MAX_BINS) {
+    unsigned b = h->d.nbins++;
+    size_t size = (size_t)e->qsize * QUANTUM;
+    h->d.bins[b] = (lf_bin_t){ NULL, (uint32_t)size, (uint32_t)(((1ull << RECIP_SHIFT) + size - 1) / size) };
+    e->bin = (uint16_t)b;
+    h->d.lf.bins_created++;
+    cls = b;
+  } else {
+    e->bin = LF_REFUSED;
+    h->d.lf.bins_refused++;
+  }
+  lf_entry_t *mark = lf_find(h->d.table, ctx, 0);
+  if (mark && !mark->ctx && lf_insert(h, mark, ctx, 0)) h->d.lf.intense++;
+  return cls;
+}
+
+/* The bin of (ctx, q) (standard class cls) after the fast path could not decide: the pair is
+ * not in its home slot (not counted yet), or it just passed the threshold (counted). A new pair
+ * is inserted; LF-opt gives it a custom bin at once when its context is intense. An entry's
+ * count is its calls (for LOCUS_SITES): it goes on after the pair has its bin. */
+static unsigned lf_site_lookup(heap_t *h, uintptr_t ctx, uint32_t q, unsigned cls, bool counted) {
+  lf_entry_t *e = lf_find(h->d.table, ctx, q);
+  bool fresh = !e || !e->ctx;
+  if (fresh && !lf_insert(h, e, ctx, q)) return cls;
+  if (!counted) e->count++;
+  if (e->bin) return e->bin < LF_MAX_BINS ? e->bin : cls;
+  if (fresh && opt.lf_opt) {
+    lf_entry_t *mark = lf_find(h->d.table, ctx, 0);
+    if (mark && mark->ctx) return lf_promote(h, e, cls);
+  }
+  return e->count > opt.lf_threshold ? lf_promote(h, e, cls) : cls;
+}
+
+static inline uint32_t lf_quanta(size_t size) {
+  uint32_t q = (uint32_t)((size + QUANTUM - 1) / QUANTUM);
+  return q + !q;
+}
+
+static inline void *lf_alloc_bin_ra(heap_t *h, unsigned cls, bool zero, size_t size, uintptr_t ra);
+
+/* Everything the fast path leaves out (one tail call from it, so that it saves no registers):
+ * a heap with no table yet (heap_empty), a call through a wrapper, a pair away from its home
+ * slot, a pair that just passed the threshold. */
+static NOINLINE void *lf_alloc_site_slow(heap_t *h, size_t size, bool zero, uintptr_t ra, bool counted) {
+  unsigned cls = sizeclass_of(&lf_classes, size);
+  if (h->d.table) {
+    if (lf_in_wrapper(ra)) ra = lf_walk(h, ra);
+    cls = lf_site_lookup(h, ra, lf_quanta(size), cls, counted);
+  }
+  return lf_alloc_bin_ra(h, cls, zero, size, ra);   /* heap_empty: its slow path gets a heap */
+}
+
+/* ---- start-up ----------------------------------------------------------------------------- */
+
+static void design_global_init(void) {
+  sizeclass_pow2(&lf_classes, QUANTUM, LF_SMALL_MAX);
+  if (lf_classes.count != LF_STD_CLASSES) {
+    locus_printf(2, "locus: lf: %u standard classes, expected %u\n", lf_classes.count, LF_STD_CLASSES);
+    abort();
+  }
+  lf_block_pages = LF_BLOCK_BYTES > os_page_size ? LF_BLOCK_BYTES >> os_page_shift : 1;
+  if (opt.lf_threshold > UINT32_MAX - 1) opt.lf_threshold = UINT32_MAX - 1;   /* counts are 32-bit */
+  if (cfg_lf) lf_read_maps();
+}
+
+static void design_heap_init(heap_t *h) {
+  for (unsigned c = 0; c < LF_MAX_BINS; c++) h->d.bins[c] = (lf_bin_t){ NULL, 0, 0 };
+  for (unsigned c = 0; c < LF_STD_CLASSES; c++)
+    h->d.bins[c] = (lf_bin_t){ NULL, lf_classes.size[c], lf_classes.recip[c] };
+  h->d.nbins = LF_STD_CLASSES;
+  h->d.table = cfg_lf ? os_map(LF_TABLE_SLOTS * sizeof(lf_entry_t)) : NULL;
+}
+
+/* ---- blocks --------------------------------------------------------------------------------- */
+
+static void lf_avail_push(heap_t *h, desc_t *b) {
+  desc_t **head = &h->d.bins[b->cls].avail;
+  b->prev = NULL;
+  b->next = *head;
+  if (*head) (*head)->prev = b;
+  *head = b;
+}
+
+static void lf_avail_unlink(heap_t *h, desc_t *b) {
+  if (b->prev) b->prev->next = b->next; else h->d.bins[b->cls].avail = b->next;
+  if (b->next) b->next->prev = b->prev;
+}
+
+static desc_t *lf_block_new(heap_t *h, unsigned cls) {
+  bool clean;
+  desc_t *b = pages_alloc(h, lf_block_pages, 1, &clean);
+  if (!b) return NULL;
+  size_t size = h->d.bins[cls].size, bytes = lf_block_pages << os_page_shift;
+  b->kind = KIND_LF_BLOCK;
+  b->cls = (uint8_t)cls;
+  b->obj_size = (uint32_t)size;
+  b->used = 0;
+  b->flags = clean ? FLAG_CLEAN : 0;
+  b->aux = ++h->d.serial;
+  b->u.blk.free = NULL;
+  b->u.blk.bump = desc_start(b);
+  b->u.blk.end = desc_start(b) + bytes / size * size;
+  lf_avail_push(h, b);
+  h->stats.blocks_in_use++;
+  return b;
+}
+
+static inline uintptr_t lf_marker(const desc_t *b, const void *p) { return free_marker_salted(p, b->aux); }
+
+/* ---- allocation ----------------------------------------------------------------------------- */
+
+static ALWAYS_INLINE void *lf_take(heap_t *h, desc_t *b, bool zero) {
+  size_t size = b->obj_size;
+  char *p = b->u.blk.free;
+  if (p) {
+    b->u.blk.free = link_load(p);
+    ((uintptr_t *)p)[1] = 0;                     /* no longer a free object's marker */
+    if (zero) memset(p, 0, size);
+  } else {
+    p = b->u.blk.bump;
+    b->u.blk.bump = p + size;
+    if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, size);
+  }
+  b->used++;
+  if (unlikely(!b->u.blk.free && b->u.blk.bump >= b->u.blk.end)) {
+    lf_avail_unlink(h, b);
+    b->flags |= FLAG_FULL;
+  }
+  h->stats.malloc_calls++;
+  h->stats.bytes_allocated += size;
+  return p;
+}
+
+static void *lf_alloc_ctx(heap_t *h, size_t size, bool zero, uintptr_t ra);
+
+/* A thread's first allocation: it gets a heap (the first of the process also runs start-up). */
+static NOINLINE void *lf_alloc_first(size_t size, bool zero, uintptr_t ra) {
+  heap_t *h = heap_acquire();
+  return h ? lf_alloc_ctx(h, size, zero, ra) : alloc_failed();
+}
+
+static ALWAYS_INLINE void *lf_alloc_bin(heap_t *h, unsigned cls, bool zero, size_t size, uintptr_t ra);
+
+/* The bin has no block with room: take back what other threads freed, else a new block. */
+static NOINLINE void *lf_alloc_slow(heap_t *h, unsigned cls, bool zero, size_t size, uintptr_t ra) {
+  if (h == &heap_empty) return lf_alloc_first(size, zero, ra);
+  heap_collect(h);
+  if (!h->d.bins[cls].avail && !lf_block_new(h, cls)) return alloc_failed();
+  heap_debug_tick(h);
+  return lf_alloc_bin(h, cls, zero, size, ra);
+}
+
+static ALWAYS_INLINE void *lf_alloc_bin(heap_t *h, unsigned cls, bool zero, size_t size, uintptr_t ra) {
+  desc_t *b = h->d.bins[cls].avail;
+  if (unlikely(!b)) return lf_alloc_slow(h, cls, zero, size, ra);
+  if (cfg_lf && cls >= LF_STD_CLASSES) h->d.lf.custom_allocs++;
+  return lf_take(h, b, zero);
+}
+
+static NOINLINE void *lf_alloc_big(heap_t *h, size_t size, bool zero, uintptr_t ra) {
+  if (h == &heap_empty) return lf_alloc_first(size, zero, ra);
+  return huge_alloc(h, size, 0, zero);
+}
+
+/* LF's fast path: a pair found in its home slot, counting or with its bin; anything else is
+ * lf_alloc_site_slow's. */
+static ALWAYS_INLINE void *lf_alloc_ctx(heap_t *h, size_t size, bool zero, uintptr_t ra) {
+  if (unlikely(size > LF_SMALL_MAX)) return lf_alloc_big(h, size, zero, ra);
+  unsigned cls = sizeclass_of(&lf_classes, size);
+  if (cfg_lf) {
+    lf_entry_t *t = h->d.table;
+    if (unlikely(!t || ra - lf_wrap_lo < lf_wrap_span)) return lf_alloc_site_slow(h, size, zero, ra, false);
+    uint32_t q = lf_quanta(size);
+    lf_entry_t *e = &t[lf_hash(ra, q)];
+    if (unlikely(e->ctx != ra || e->qsize != q)) return lf_alloc_site_slow(h, size, zero, ra, false);
+    uint32_t calls = ++e->count;
+    if (likely(e->bin)) {
+      if (e->bin < LF_MAX_BINS) cls = e->bin;
+    } else if (unlikely(calls > opt.lf_threshold)) {
+      return lf_alloc_site_slow(h, size, zero, ra, true);
+    }
+  }
+  return lf_alloc_bin(h, cls, zero, size, ra);
+}
+
+static inline void *lf_alloc_bin_ra(heap_t *h, unsigned cls, bool zero, size_t size, uintptr_t ra) {
+  return lf_alloc_bin(h, cls, zero, size, ra);
+}
+
+/* Inlined into every exported allocation call, so the return address is the caller's. */
+static ALWAYS_INLINE void *lf_alloc(heap_t *h, size_t size, bool zero) {
+  return lf_alloc_ctx(h, size, zero, cfg_lf ? (uintptr_t)__builtin_return_address(0) : 0);
+}
+
+#define design_alloc lf_alloc
+
+/* LF ignores hints. */
+static void *design_alloc_near(heap_t *h, size_t size, const void *hint, bool zero) {
+  (void)hint;
+  return lf_alloc(h, size, zero);
+}
+
+static unsigned design_kregion_shift(const void *hint) {
+  (void)hint;
+  return os_page_shift;
+}
+
+/* A power-of-two object at least as big as the alignment is aligned to it (up to the page):
+ * blocks start on a page and objects lie end to end. Larger alignments: page runs. */
+static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zero) {
+  if (h == &heap_empty && !(h = heap_acquire())) return alloc_failed();
+  size_t need = size > align ? size : align;
+  if (align > os_page_size || need > LF_SMALL_MAX) return huge_alloc(h, size, align, zero);
+  return lf_alloc_bin(h, sizeclass_of(&lf_classes, need), zero, need, 0);
+}
+
+/* ---- free ----------------------------------------------------------------------------------- */
+
+static void lf_block_unfull(heap_t *h, desc_t *b);
+static void lf_block_empty(heap_t *h, desc_t *b);
+
+static ALWAYS_INLINE void lf_free(heap_t *h, desc_t *b, void *p, const char *call) {
+  size_t off = (size_t)((char *)p - desc_start(b));
+  long i = divide_exact(off, b->obj_size, h->d.bins[b->cls].recip);
+  if (unlikely(i < 0 || (char *)p >= b->u.blk.bump)) { locus_fatal_jump(call, "invalid pointer", p); return; }
+  uintptr_t *w = p, marker = lf_marker(b, p);
+  if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }
+  w[0] = link_encode(p, b->u.blk.free);
+  w[1] = marker;
+  b->u.blk.free = p;
+  h->stats.free_calls++;
+  h->stats.bytes_allocated -= b->obj_size;
+  if (unlikely(b->flags & FLAG_FULL)) lf_block_unfull(h, b);
+  if (unlikely(--b->used == 0)) lf_block_empty(h, b);
+}
+
+static NOINLINE void lf_block_unfull(heap_t *h, desc_t *b) {
+  b->flags &= (uint16_t)~FLAG_FULL;
+  lf_avail_push(h, b);
+}
+
+/* A free emptied the block: back to the page manager, unless it is alone on its bin's list and
+ * the policy is not immediate (then kept: one object allocated and freed in a loop keeps it). */
+static NOINLINE void lf_block_empty(heap_t *h, desc_t *b) {
+  if (opt.discard == DISCARD_IMMEDIATE || h->d.bins[b->cls].avail != b || b->next) {
+    lf_avail_unlink(h, b);
+    block_release(h, b);
+  }
+  heap_debug_tick(h);
+}
+
+static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
+  (void)off;
+  if (d->kind == KIND_LF_BLOCK) lf_free(h, d, p, call);
+  else core_free(h, d, p, call);
+}
+
+static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+  if (likely(d->kind == KIND_LF_BLOCK)) lf_free(h, d, p, call);
+  else free_in_run(h, p, call);   /* a block's other pages, core runs */
+}
+
+/* Checks that p is an object's start in block d (any heap's), or ends the program. */
+static void lf_check_object(const desc_t *d, const void *p, const char *call) {
+  size_t off = (size_t)((const char *)p - desc_start(d));
+  if (d->kind != KIND_LF_BLOCK || off % d->obj_size || (const char *)p >= d->u.blk.end)
+    locus_fatal(call, "invalid pointer", p);
+}
+
+static void design_check_remote(desc_t *d, void *p, const char *call) {
+  lf_check_object(d, p, call);
+  uintptr_t *w = p, marker = lf_marker(d, p);
+  if (marker_says_free(w[1], marker)) locus_fatal(call, "double free", p);
+  w[1] = marker ^ REMOTE_MARK;
+}
+
+static size_t design_usable(desc_t *d, const void *p, const char *call) {
+  lf_check_object(d, p, call);
+  if (((const uintptr_t *)p)[1] == lf_marker(d, p)) locus_fatal(call, "pointer to a freed object", p);
+  return d->obj_size;
+}
+
+/* In place while the object still fits and is not more than twice the request. */
+static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
+  (void)h; (void)p;
+  return d->kind == KIND_LF_BLOCK && sizeclass_resize_fits(d->obj_size, d->cls == 0 ? 0 : 1, size);
+}
+
+/* design_stats, design_keep_foreign: DESIGN_PLAIN_HOOKS (lf.h). */
+
+static void design_release_spares(heap_t *h) {
+  for (unsigned c = 0; c < h->d.nbins; c++) {
+    for (desc_t *b = h->d.bins[c].avail, *next; b; b = next) {
+      next = b->next;
+      if (b->used == 0) {
+        lf_avail_unlink(h, b);
+        block_release(h, b);
+      }
+    }
+  }
+}
+
+static void design_purge(heap_t *h) { design_release_spares(h); }
+
+/* ---- LF's statistics -------------------------------------------------------------------------- */
+
+/* LF's counters summed over every heap, as one JSON object (pow2: all zero); returns the length
+ * the whole object needs, like snprintf. */
+LOCUS_API size_t locus_lf_stats_json(char *buf, size_t len) {
+  lf_counters_t sum = { 0 };
+  uint64_t bins = 0;
+  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all) {
+#define X(name) sum.name += __atomic_load_n(&h->d.lf.name, __ATOMIC_RELAXED);
+    LF_COUNTERS(X)
+#undef X
+    bins += __atomic_load_n(&h->d.nbins, __ATOMIC_RELAXED) - LF_STD_CLASSES;
+  }
+  char dummy[1];
+  outbuf_t o = { len ? buf : dummy, len ? len : 1, 0, 0, -1 };
+  out_fmt(&o, "{\"lf\": %s, \"threshold\": %lu, \"opt\": %s, \"custom_bins\": %lu, \"custom_bins_max\": %u, \"table_max\": %u",
+          cfg_lf ? "true" : "false", (unsigned long)opt.lf_threshold, opt.lf_opt ? "true" : "false",
+          (unsigned long)bins, LF_CUSTOM_MAX, LF_TABLE_MAX);
+#define X(name) out_fmt(&o, ", \"%s\": %lu", #name, (unsigned long)sum.name);
+  LF_COUNTERS(X)
+#undef X
+  out_str(&o, "}");
+  o.buf[o.pos] = 0;
+  return o.need;
+}
+
+/* ---- per-site statistics (LOCUS_SITES=1, lf only) ------------------------------------------------
+ * At exit, outside any allocation: every recorded (site, size) pair of every heap, grouped by
+ * site, with the caller resolved by dladdr (exported symbols only; otherwise the module and the
+ * offset in it, for addr2line). Bytes are calls times the size rounded to the quantum. Pairs the
+ * full table could not record are not in it (table_full counts their first calls). */
+
+static inline bool lf_entry_less(const lf_entry_t *a, const lf_entry_t *b) {
+  return a->ctx < b->ctx || (a->ctx == b->ctx && a->qsize < b->qsize);
+}
+
+/* Heap sort (libc's qsort may allocate). */
+static void lf_sort(lf_entry_t *v, size_t n) {
+  for (size_t k = n; k-- > 0;) {
+    for (size_t root = k, end = n;;) {
+      size_t child = 2 * root + 1;
+      if (child >= end) break;
+      if (child + 1 < end && lf_entry_less(&v[child], &v[child + 1])) child++;
+      if (!lf_entry_less(&v[root], &v[child])) break;
+      lf_entry_t t = v[root]; v[root] = v[child]; v[child] = t;
+      root = child;
+    }
+  }
+  for (size_t end = n; end-- > 1;) {
+    lf_entry_t t = v[0]; v[0] = v[end]; v[end] = t;
+    for (size_t root = 0;;) {
+      size_t child = 2 * root + 1;
+      if (child >= end) break;
+      if (child + 1 < end && lf_entry_less(&v[child], &v[child + 1])) child++;
+      if (!lf_entry_less(&v[root], &v[child])) break;
+      t = v[root]; v[root] = v[child]; v[child] = t;
+      root = child;
+    }
+  }
+}
+
+static void lf_site_line(outbuf_t *o, const lf_entry_t *v, size_t n) {
+  uint64_t calls = 0, bytes = 0;
+  bool custom = false, intense = false;
+  for (size_t i = 0; i < n; i++) {
+    if (!v[i].qsize) { intense = true; continue; }
+    calls += v[i].count;
+    bytes += (uint64_t)v[i].count * v[i].qsize * QUANTUM;
+    custom |= v[i].bin && v[i].bin != LF_REFUSED;
+  }
+  Dl_info info;
+  const char *module = "?", *symbol = NULL;
+  uintptr_t base = 0;
+  if (dladdr((void *)v[0].ctx, &info)) {
+    module = info.dli_fname && strrchr(info.dli_fname, '/') ? strrchr(info.dli_fname, '/') + 1 : info.dli_fname;
+    symbol = info.dli_sname;
+    base = symbol ? (uintptr_t)info.dli_saddr : (uintptr_t)info.dli_fbase;
+  }
+  out_fmt(o, "locus: site %p %s+0x%lx (%s) calls %lu bytes %lu custom %s%s sizes", (void *)v[0].ctx,
+          symbol ? symbol : "", (unsigned long)(v[0].ctx - base), module ? module : "?", (unsigned long)calls,
+          (unsigned long)bytes, custom ? "yes" : "no", intense ? " intense" : "");
+  unsigned shown = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!v[i].qsize || (i && v[i].qsize == v[i - 1].qsize)) continue;
+    if (shown++ == 8) { out_str(o, " ..."); break; }
+    out_fmt(o, " %u", (unsigned)v[i].qsize * (unsigned)QUANTUM);
+  }
+  out_str(o, "\n");
+}
+
+__attribute__((destructor)) static void lf_sites_at_exit(void) {
+  if (!cfg_lf || !opt.sites || atomic_load(&init_state) != 2) return;
+  size_t n = 0;
+  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all)
+    if (h->d.table) n += LF_TABLE_MAX;
+  size_t bytes = align_up((n + 1) * sizeof(lf_entry_t), os_page_size);
+  lf_entry_t *v = n ? os_map(bytes) : NULL;
+  if (!v) return;
+  size_t k = 0;
+  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all) {
+    for (size_t i = 0, m = 0; h->d.table && i < LF_TABLE_SLOTS && m < LF_TABLE_MAX; i++) {
+      lf_entry_t e = h->d.table[i];
+      if (e.ctx && k < n) { v[k++] = e; m++; }
+    }
+  }
+  lf_sort(v, k);
+  char buf[4096];
+  outbuf_t o = { buf, sizeof buf, 0, 0, 2 };
+  out_fmt(&o, "locus: call sites (%s): %lu (site, size) pairs\n", LOCUS_VARIANT, (unsigned long)k);
+  for (size_t i = 0, j; i < k; i = j) {
+    for (j = i + 1; j < k && v[j].ctx == v[i].ctx; j++) {}
+    lf_site_line(&o, v + i, j - i);
+  }
+  out_flush(&o);
+  os_unmap(v, bytes);
+}
+
+/* ---- consistency check ---------------------------------------------------------------------- */
+
+#define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
+
+static size_t lf_check_block(heap_t *h, desc_t *b) {
+  size_t bad = 0;
+  CHECK(b->cls < h->d.nbins && desc_segment(b)->heap == h);
+  if (b->cls >= h->d.nbins) return bad;
+  size_t size = h->d.bins[b->cls].size, bytes = lf_block_pages << os_page_shift;
+  CHECK(b->obj_size == size && b->npages == lf_block_pages);
+  size_t cap = bytes / size;
+  char *start = desc_start(b);
+  CHECK(b->u.blk.end == start + cap * size && b->u.blk.bump >= start && b->u.blk.bump <= b->u.blk.end);
+  size_t nfree = 0;
+  for (char *f = b->u.blk.free; f && nfree <= cap; f = link_load(f)) {
+    CHECK(f >= start && f < b->u.blk.bump && (size_t)(f - start) % size == 0);
+    CHECK(((uintptr_t *)f)[1] == lf_marker(b, f));
+    nfree++;
+  }
+  size_t untouched = (size_t)(b->u.blk.end - b->u.blk.bump) / size;
+  CHECK(b->used + nfree + untouched == cap);
+  CHECK(!(b->flags & FLAG_FULL) == (nfree + untouched != 0));
+  return bad;
+}
+
+static size_t design_check(heap_t *h) {
+  size_t bad = 0, listed = 0, full = 0, blocks = 0;
+  CHECK(h->d.nbins >= LF_STD_CLASSES && h->d.nbins <= LF_MAX_BINS);
+  for (unsigned c = 0; c < h->d.nbins; c++) {
+    size_t empty = 0;
+    CHECK(h->d.bins[c].size % QUANTUM == 0 && h->d.bins[c].size <= LF_SMALL_MAX);
+    CHECK(c >= LF_STD_CLASSES || h->d.bins[c].size == (QUANTUM << c));
+    for (desc_t *b = h->d.bins[c].avail; b; b = b->next) {
+      CHECK(b->kind == KIND_LF_BLOCK && b->cls == c && !(b->flags & FLAG_FULL));
+      CHECK(!b->next || b->next->prev == b);
+      empty += b->used == 0;
+      listed++;
+    }
+    CHECK(empty <= 1);
+  }
+  HEAP_FOR_EACH_RUN(h, KIND_LF_BLOCK, r, {
+    blocks++;
+    bad += lf_check_block(h, r);
+    if (r->flags & FLAG_FULL) full++;
+  })
+  CHECK(listed + full == blocks);
+  CHECK(blocks == h->stats.blocks_in_use);
+  if (h->d.table) {
+    size_t pairs = 0;
+    for (size_t i = 0; i < LF_TABLE_SLOTS; i++) {
+      const lf_entry_t *e = &h->d.table[i];
+      if (!e->ctx) continue;
+      pairs++;
+      CHECK(e->bin == 0 || e->bin == LF_REFUSED || (e->bin >= LF_STD_CLASSES && e->bin < h->d.nbins));
+    }
+    CHECK(pairs == h->d.lf.pairs && pairs <= LF_TABLE_MAX);
+  }
+  return bad;
+}
+
+#undef CHECK
