@@ -277,6 +277,7 @@ static ALWAYS_INLINE void *lf_take(heap_t *h, desc_t *b, bool zero) {
     p = b->u.blk.bump;
     b->u.blk.bump = p + size;
     if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, size);
+    else ((uintptr_t *)p)[1] = 0;   /* a fresh slot never reads as freed (docs/NEXT.md) */
   }
   b->used++;
   if (unlikely(!b->u.blk.free && b->u.blk.bump >= b->u.blk.end)) {
