@@ -13,6 +13,9 @@
  *   huge_threads    threads replacing, growing and freeing big buffers in shared slots keep
  *                   every buffer's content (the cache's pieces are never handed out twice)
  *   fine_classes    small requests 8 bytes apart get blocks of their own, in 16-byte slots
+ *   sites           vam-sites: once two call sites that allocate one size are hot
+ *                   (LOCUS_LF_THRESHOLD calls, default 100), their objects never share a page
+ *                   block; before that, and in every other vam build, they interleave
  * Each section allocates a size class nothing else in the process uses, so the block it sees
  * is fresh. */
 #include "check.h"
@@ -28,7 +31,8 @@ static size_t page;
 /* A section that cannot apply here passes with a note. */
 #define TEST_SKIP_NOW(why) do { test_note("skip: %s\n", why); return; } while (0)
 
-static bool bitmap_variant, weak_variant, header_variant;
+static bool bitmap_variant, weak_variant, header_variant, sites_variant;
+static const char *variant_name;
 static int (*stats_get)(locus_stats_t *);
 static size_t (*purge)(void);
 static int (*locus_check)(void);
@@ -391,6 +395,42 @@ static void t_foreign_cache(void) {
   CHECK(locus_check == NULL || locus_check() == 0);
 }
 
+/* Two call sites of one size (104 B: no other section's), interleaved. */
+enum { SITE_OBJECTS = 400, SITE_SIZE = 104, SITE_THRESHOLD = 100 };
+static char *site_a[SITE_OBJECTS], *site_b[SITE_OBJECTS];
+static __attribute__((noinline)) char *alloc_site_a(void) { return malloc(opaque_size(SITE_SIZE)); }
+static __attribute__((noinline)) char *alloc_site_b(void) { return malloc(opaque_size(SITE_SIZE)); }
+
+static void *two_sites(void *arg) {   /* a thread of its own: a heap whose sites are all new */
+  (void)arg;
+  for (int i = 0; i < SITE_OBJECTS; i++) {
+    site_a[i] = alloc_site_a();
+    site_b[i] = alloc_site_b();
+  }
+  return NULL;
+}
+
+static bool pages_shared(int from, int to) {
+  for (int i = from; i < to; i++)
+    for (int j = from; j < to; j++)
+      if ((uintptr_t)site_a[i] / page == (uintptr_t)site_b[j] / page) return true;
+  return false;
+}
+
+static void t_sites(void) {
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, two_sites, NULL) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECKF(pages_shared(0, SITE_THRESHOLD - 1), "the sites' first objects should interleave");
+  bool shared = pages_shared(SITE_THRESHOLD - 1, SITE_OBJECTS);
+  if (sites_variant) CHECKF(!shared, "hot sites' objects share page blocks");
+  else CHECKF(shared, "%s segregated call sites", variant_name);
+  for (int i = 0; i < SITE_OBJECTS; i++) {
+    free(site_a[i]);
+    free(site_b[i]);
+  }
+}
+
 int main(int argc, char **argv) {
   page = (size_t)sysconf(_SC_PAGESIZE);
   const char *(*variant)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "locus_variant");
@@ -401,6 +441,8 @@ int main(int argc, char **argv) {
   bitmap_variant = !strcmp(variant(), "vam-bitmap");
   weak_variant = !strcmp(variant(), "vam-q8");
   header_variant = !strcmp(variant(), "vam-header");
+  sites_variant = !strcmp(variant(), "vam-sites");
+  variant_name = variant();
   stats_get = (int (*)(locus_stats_t *))dlsym(RTLD_DEFAULT, "locus_stats_get");
   purge = (size_t (*)(void))dlsym(RTLD_DEFAULT, "locus_purge");
   locus_check = (int (*)(void))dlsym(RTLD_DEFAULT, "locus_check_heap");
@@ -414,6 +456,7 @@ int main(int argc, char **argv) {
     { "huge_threads", t_huge_threads },
     { "fine_classes", t_fine_classes },
     { "foreign_cache", t_foreign_cache },
+    { "sites", t_sites },
   };
   return test_run_sections(argc, argv, sections, sizeof sections / sizeof *sections);
 }

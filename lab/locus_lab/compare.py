@@ -438,7 +438,7 @@ def _region_allocators(opts: CompareOptions, paths, designs: tuple = (),
         disc = alloc_mod.discover(paths)
         names = [a.name for a in disc.allocators
                  if a.kind != "locus" or Path(a.library).name == "liblocus.so"
-                 or a.design in designs]
+                 or a.design in designs or a.name.removeprefix("locus-") in designs]
         spec = ",".join(names)
         others = f" and the {'/'.join(designs)} designs" if designs else ""
         notes = [f"{what} under liblocus.so{others} only: --allocators all (or a list) for "

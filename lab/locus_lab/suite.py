@@ -151,7 +151,7 @@ def bench_programs(paths: Paths, quick: bool = False,
 # `locus compare --suite lf` (seed 002): our own programs shaped like the benchmarks the seed
 # measures its custom bins on. Not in the default suite, whose time budget they would break.
 LF_SUITE = "lf"
-LF_DESIGNS = ("pow2", "lf")     # Locus designs that join the lf suite by default
+LF_DESIGNS = ("pow2", "lf", "vam-sites")   # Locus designs (or variants) in the lf suite by default
 LF_BENCH = (
     Bench("shbench", [], 1.0, "1M live objects of 70/100/150 B (+5% 64..180 B) from 5 call "
           "sites, random and burst replacement"),
@@ -161,6 +161,8 @@ LF_BENCH = (
           "(freed by other threads)"),
     Bench("threadtest", [], 1.0, "4 threads each allocating and freeing batches of 20,000 "
           "objects of its own size (24/72/100/150 B)"),
+    Bench("sites", [], 1.0, "two call sites interleave 48-byte objects; only one site's (a "
+          "list of 400k nodes) is walked, 40 times"),
 )
 
 

@@ -22,7 +22,7 @@ QUICK_RUNS = [("xthreads", []), ("xthreads", ["3", "--no-large"]), ("xserver", [
               ("threads2", ["16", "--split"]),
               # the lf suite's programs (--suite lf)
               ("shbench", []), ("espresso", []), ("larson", []), ("larson", ["3"]),
-              ("threadtest", []), ("threadtest", ["3"])]
+              ("threadtest", []), ("threadtest", ["3"]), ("sites", [])]
 
 
 def test_new_workloads_are_in_the_default_suite():

@@ -18,7 +18,7 @@ from conftest import run_locus
 
 BUILD_DIR = os.environ.get("LOCUS_TEST_BUILD_DIR")
 BUILD = Path(BUILD_DIR) if BUILD_DIR else Path(__file__).resolve().parents[2] / "build"
-LF = ("shbench", "espresso", "larson", "threadtest")
+LF = ("shbench", "espresso", "larson", "threadtest", "sites")
 
 
 def need_built(*names):
@@ -31,13 +31,13 @@ def need_built(*names):
 
 def test_lf_suite_has_its_four_programs_with_quick(tmp_path):
     assert tuple(b.name for b in suite.LF_BENCH) == LF
-    assert suite.LF_DESIGNS == ("pow2", "lf")
+    assert suite.LF_DESIGNS == ("pow2", "lf", "vam-sites")
     paths = Paths(root=tmp_path, build=tmp_path)
     paths.bench.mkdir()
-    for name in LF[:3]:                       # threadtest not built: skipped with a note
+    for name in LF[:3] + LF[4:]:              # threadtest not built: skipped with a note
         (paths.bench / name).write_text("#!/bin/sh\n")
     found, notes = suite.lf_suite(paths, quick=True)
-    assert [w.name for w in found] == list(LF[:3])
+    assert [w.name for w in found] == list(LF[:3] + LF[4:])
     assert all(w.argv[1:] == ["1", "--quick"] and w.kind == "bench" for w in found)
     assert len(notes) == 1 and "threadtest" in notes[0]
     assert {w.name for w in suite.default_suite(paths, quick=True)[0]}.isdisjoint(LF)

@@ -2,6 +2,7 @@
  * Types and invariants are in vam.h. Included once, by the library's unity file. */
 
 static sizeclass_table_t vam_classes;
+static unsigned vam_nclasses;   /* class indexes in use: the size classes, times the groups */
 
 static uint64_t chunk_cookie;
 
@@ -10,6 +11,18 @@ static void design_global_init(void) {
    * or 40- and 48-byte ones, never share a block), in slots rounded up to the quantum (so
    * every object of 16 bytes or more is 16-aligned); medium classes are a quantum apart. */
   sizeclass_two_steps(&vam_classes, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_MAX);
+  vam_nclasses = vam_classes.count;
+  if (cfg_sites) {   /* every group's copy of the classes: the size table serves them all */
+    vam_nclasses = vam_classes.count * VAM_SITE_GROUPS;
+    if (vam_nclasses > VAM_MAX_CLASSES) {
+      locus_printf(2, "locus: vam-sites: %u class indexes do not fit\n", vam_nclasses);
+      abort();
+    }
+    for (unsigned c = vam_classes.count; c < vam_nclasses; c++) {
+      vam_classes.size[c] = vam_classes.size[c % vam_classes.count];
+      vam_classes.recip[c] = vam_classes.recip[c % vam_classes.count];
+    }
+  }
   chunk_cookie = free_marker_cookie * 0x9E3779B97F4A7C15ull + 1;
 }
 
@@ -21,7 +34,7 @@ static void design_heap_init(heap_t *h) {
     desc_t *f = &h->d.foreign[c];   /* no bump range: vam_block_take serves its list only */
     f->kind = KIND_VAM_FOREIGN;
     f->cls = (uint8_t)c;
-    if (c < vam_classes.count) f->obj_size = (uint32_t)vam_slot_size(c);
+    if (c < vam_nclasses) f->obj_size = (uint32_t)vam_slot_size(c);
     f->marker_off = sizeof(void *);
   }
 }
@@ -222,6 +235,39 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
   return p;
 }
 
+/* ---- call sites (vam-sites) ------------------------------------------------------------------ */
+
+/* The class index offset of the group a call site's objects go to (see vam.h): 0 unless the
+ * site is hot and got a group. Also left in pending_group for the slow path. */
+#if LOCUS_VAM_SITES
+static NOINLINE unsigned vam_site_promote(heap_t *h, struct vam_site *e) {
+  if (h->d.groups_used + 1 < VAM_SITE_GROUPS) return e->group = ++h->d.groups_used;
+  h->d.sites_unsegregated++;
+  return 0;
+}
+
+static ALWAYS_INLINE unsigned vam_site_offset(heap_t *h, uintptr_t ra) {
+  if (unlikely(h == &heap_empty)) return 0;
+  struct vam_site *e = &h->d.sites[(ra * 0x9E3779B97F4A7C15ull) >> (64 - VAM_SITE_BITS)];
+  unsigned g = 0;
+  if (likely(e->ra == ra)) {
+    g = e->group;
+    if (!g && e->count < opt.lf_threshold && ++e->count == opt.lf_threshold) g = vam_site_promote(h, e);
+  } else if (!e->group) {   /* a hot site keeps its slot */
+    e->ra = ra;
+    e->count = 1;
+  }
+  return h->d.pending_group = g * vam_classes.count;
+}
+static inline unsigned vam_pending_offset(const heap_t *h) { return h->d.pending_group; }
+#else
+static ALWAYS_INLINE unsigned vam_site_offset(heap_t *h, uintptr_t ra) { (void)h; (void)ra; return 0; }
+static inline unsigned vam_pending_offset(const heap_t *h) { (void)h; return 0; }
+#endif
+
+/* The size class of a class index (its group's copy: vam-sites). */
+static inline unsigned vam_base_class(unsigned cls) { return cfg_sites ? cls % vam_classes.count : cls; }
+
 /* The head block of class cls has no room: the class has no available block (blocks retire as
  * they fill, see vam_block_retire; vam-bitmap retires them here). Take back what other threads
  * freed, make a new block if still none, and allocate from it. */
@@ -232,7 +278,7 @@ static NOINLINE void *vam_alloc_slow(size_t size, bool zero, heap_t *h) {
     if (!(h = heap_acquire())) return alloc_failed();
     return vam_alloc(h, size, zero);
   }
-  unsigned cls = sizeclass_of(&vam_classes, size);
+  unsigned cls = sizeclass_of(&vam_classes, size) + vam_pending_offset(h);
   heap_collect(h);
   desc_t *b;
   for (;;) {
@@ -423,9 +469,17 @@ static bool vam_resize_large(heap_t *h, desc_t *r, void *p, size_t size) {
 
 /* ---- the design contract ----------------------------------------------------------------- */
 
-static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
+/* vam-sites needs the caller's return address: inlined into the exported entry points. */
+#if LOCUS_VAM_SITES
+#define VAM_ALLOC_INLINE ALWAYS_INLINE
+#else
+#define VAM_ALLOC_INLINE inline
+#endif
+
+static VAM_ALLOC_INLINE void *vam_alloc(heap_t *h, size_t size, bool zero) {
   if (likely(size <= VAM_MEDIUM_MAX)) {
     unsigned cls = sizeclass_of(&vam_classes, size);
+    if (cfg_sites) cls += vam_site_offset(h, (uintptr_t)__builtin_return_address(0));
     void *p = vam_block_take(h, h->d.avail[cls], cls, zero);
     return likely(p != NULL) ? p : vam_alloc_slow(size, zero, h);
   }
@@ -439,17 +493,18 @@ static inline void *vam_alloc(heap_t *h, size_t size, bool zero) {
 
 /* Whether block b (of class cls, of heap h) is on avail[cls] with room: not full, and not an
  * empty block kept in the heap's cache (off every list, see vam.h's invariants). */
-static inline bool vam_block_listed(heap_t *h, const desc_t *b, unsigned cls) {
+static inline bool vam_block_listed(heap_t *h, const desc_t *b) {
   bool listed = !cfg_block_bitmap || !(b->flags & FLAG_FULL);   /* vam-bitmap: may be exhausted */
-  return listed && vam_has_room(b) && (b->used > 0 || h->d.spare[cls] == b);
+  return listed && vam_has_room(b) && (b->used > 0 || h->d.spare[b->cls] == b);
 }
 
-/* The block of heap h serving class cls whose run holds page descriptor d, if it has room; d
- * may be any page of a segment of h (or a header page: not a block). */
+/* The block of heap h serving size class cls (in any group: vam-sites) whose run holds page
+ * descriptor d, if it has room; d may be any page of a segment of h (or a header page: not a
+ * block). */
 static inline desc_t *vam_block_near(heap_t *h, desc_t *d, unsigned cls) {
   if (d->kind != KIND_VAM_BLOCK && d->kind != KIND_INTERIOR) return NULL;
   desc_t *b = d - d->back;
-  return b->kind == KIND_VAM_BLOCK && b->cls == cls && vam_block_listed(h, b, cls) ? b : NULL;
+  return b->kind == KIND_VAM_BLOCK && vam_base_class(b->cls) == cls && vam_block_listed(h, b) ? b : NULL;
 }
 
 /* The hint's own block if it is of this class and has room, else the block on the page just
@@ -472,11 +527,12 @@ static NOINLINE void *vam_alloc_near(heap_t *h, size_t size, const void *hint, b
     if (first > s->first) b = vam_block_near(h, &s->desc[first - 1], cls);
     if (!b && after < s->npages) b = vam_block_near(h, &s->desc[after], cls);
   }
-  if (b && h->d.avail[cls] != b) {
-    list_unlink(&h->d.avail[cls], b);
-    list_push(&h->d.avail[cls], b);
+  if (!b) return vam_alloc(h, size, zero);
+  if (h->d.avail[b->cls] != b) {
+    list_unlink(&h->d.avail[b->cls], b);
+    list_push(&h->d.avail[b->cls], b);
   }
-  return vam_alloc(h, size, zero);
+  return vam_block_take(h, b, b->cls, zero);   /* it has room: never NULL */
 }
 
 static void *design_alloc_near(heap_t *h, size_t size, const void *hint, bool zero) {
@@ -680,7 +736,7 @@ static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call
 /* Sends every cached foreign object home (thread exit, purge). */
 static void vam_foreign_flush(heap_t *h) {
   if (!cfg_foreign_cache) return;
-  for (unsigned c = 0; c < vam_classes.count; c++) {
+  for (unsigned c = 0; c < vam_nclasses; c++) {
     desc_t *f = &h->d.foreign[c];
     void *p = f->u.blk.free;
     if (!p) continue;
@@ -744,7 +800,7 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
 
 static void design_release_spares(heap_t *h) {
   vam_foreign_flush(h);
-  for (unsigned c = 0; c < vam_classes.count; c++) {
+  for (unsigned c = 0; c < vam_nclasses; c++) {
     desc_t *b = h->d.spare[c];
     h->d.spare[c] = NULL;
     if (b && b->used == 0) vam_block_drop(h, b, false);
@@ -764,7 +820,7 @@ static void design_release_spares(heap_t *h) {
 
 /* Adds the block objects' calls and bytes to the statistics (the rest is in h->stats). */
 static void design_stats(heap_t *h, locus_stats_t *st) {
-  for (unsigned c = 0; c < vam_classes.count; c++) {
+  for (unsigned c = 0; c < vam_nclasses; c++) {
     uint64_t in = __atomic_load_n(&h->d.allocs[c], __ATOMIC_RELAXED);
     uint64_t out = __atomic_load_n(&h->d.frees[c], __ATOMIC_RELAXED);
     st->malloc_calls += in;
@@ -809,7 +865,7 @@ static size_t design_check(heap_t *h) {
   size_t bad = 0;
 #define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
   size_t listed = 0, blocks = 0;
-  for (unsigned c = 0; c < vam_classes.count; c++) {
+  for (unsigned c = 0; c < vam_nclasses; c++) {
     desc_t *spare = h->d.spare[c];
     bool spare_listed = !spare || spare->used > 0;   /* refilled since: may be full */
     for (desc_t *b = h->d.avail[c]; b != &h->d.none; b = b->next) {

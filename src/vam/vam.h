@@ -52,7 +52,8 @@
 #define VAM_SMALL_PAGES   1
 #define VAM_MEDIUM_PAGES  4
 #define VAM_AREA_PAGES  20
-#define VAM_MAX_CLASSES   64
+#define VAM_SITE_GROUPS   6        /* vam-sites: class groups (0 for cold sites, 5 hot) */
+#define VAM_SITE_BITS     10       /* vam-sites: a heap's table of call sites, 2^10 slots */
 #define VAM_CACHE_BLOCKS  16       /* empty blocks a heap keeps aside, per block size */
 
 /* Ablation knobs (seed 000, Table 2), each its own library:
@@ -68,6 +69,21 @@
 #ifndef LOCUS_VAM_BITMAP
 #define LOCUS_VAM_BITMAP 0
 #endif
+/* Site segregation (not in the paper: seed 002's call sites put to locality):
+ *   LOCUS_VAM_SITES          vam-sites: a hot call site (LOCUS_LF_THRESHOLD allocations from
+ *                            one return address) takes a class group of its own, so its
+ *                            objects never share a page block with another site's of the same
+ *                            size: what HALO does offline, online. Up to VAM_SITE_GROUPS - 1
+ *                            hot sites per heap; later ones stay in group 0, counted. The
+ *                            flagship has none of it: the knob compiles it out. */
+#ifndef LOCUS_VAM_SITES
+#define LOCUS_VAM_SITES 0
+#endif
+static const bool cfg_sites = LOCUS_VAM_SITES;
+/* Class indexes: the size classes, and in vam-sites VAM_SITE_GROUPS copies of them, group g's
+ * class c at g * (number of size classes) + c. */
+#define VAM_MAX_CLASSES (LOCUS_VAM_SITES ? 40 * VAM_SITE_GROUPS : 64)
+
 static const bool cfg_small_headers = LOCUS_VAM_SMALL_HEADERS;
 static const bool cfg_block_bitmap = LOCUS_VAM_BITMAP;
 #define SMALL_HEADER QUANTUM
@@ -128,6 +144,15 @@ typedef struct design_heap {
   uint64_t foreign_flushed;      /* cached foreign objects sent home (counted as a malloc and a
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
+#if LOCUS_VAM_SITES
+  /* vam-sites: call sites by return address, direct-mapped. A site's allocations are counted
+   * until LOCUS_LF_THRESHOLD; the site then takes the next free class group, for good (a hot
+   * site's slot is never taken over by a colliding site). */
+  struct vam_site { uintptr_t ra; uint32_t count; uint32_t group; } sites[1u << VAM_SITE_BITS];
+  unsigned groups_used;          /* class groups given to hot sites (1 .. VAM_SITE_GROUPS - 1) */
+  unsigned pending_group;        /* the group of the allocation now in the slow path */
+  uint64_t sites_unsegregated;   /* sites that turned hot when every group was taken */
+#endif
   /* The end of every available list of this heap, and the head of an empty one: it reads as
    * a block with no room, so malloc's fast path falls through to the slow path without a NULL
    * test, and list updates need no NULL tests either. Only its prev field is ever written. */
