@@ -30,6 +30,7 @@ static void global_init(void) {
   segment_cookie = seed | 1;
   free_marker_cookie = (seed * 0xBF58476D1CE4E5B9ull) & ~(uint64_t)0xF;   /* low bits free */
   if (opt.sites) sites_read_maps();
+  sites_check = opt.sites;
   design_global_init();
   region_global_init();
   huge_heap = heap_create();
@@ -71,13 +72,13 @@ static NOINLINE void *alloc_sited(size_t size, bool zero, uintptr_t ra) {
 #else
   void *p = design_alloc(tl_heap, size, zero);
 #endif
-  if (p) sites_note(ra, size);
+  if (p && opt.sites) sites_note(ra, size);   /* read after the call: the first one starts up */
   return p;
 }
 
-/* With LOCUS_SITES unset the only cost is the test of opt.sites. */
+/* With LOCUS_SITES unset the only cost is the test of sites_check. */
 static ALWAYS_INLINE void *alloc_impl(size_t size, bool zero) {
-  if (unlikely(opt.sites)) return alloc_sited(size, zero, (uintptr_t)__builtin_return_address(0));
+  if (unlikely(sites_check)) return alloc_sited(size, zero, (uintptr_t)__builtin_return_address(0));
   return design_alloc(tl_heap, size, zero);   /* a failure has set errno (alloc_failed) */
 }
 
@@ -588,8 +589,16 @@ static NOINLINE void *cxx_new_retry(size_t size, size_t align, bool nothrow) {
   }
 }
 
+/* LOCUS_SITES (or before start-up): out of line, so that operator new's own path keeps its
+ * shape (no saved registers: the wrapper walk reads the frames above it). */
+static NOINLINE void *cxx_new_sited(size_t size, size_t align, bool nothrow, uintptr_t ra) {
+  void *p = align ? aligned_impl(align, size, false) : alloc_sited(size, false, ra);
+  return likely(p != NULL) ? p : cxx_new_retry(size, align, nothrow);
+}
+
 static inline void *cxx_new(size_t size, size_t align, bool nothrow) {
-  void *p = align ? aligned_impl(align, size, false) : alloc_impl(size, false);
+  if (unlikely(sites_check)) return cxx_new_sited(size, align, nothrow, (uintptr_t)__builtin_return_address(0));
+  void *p = align ? aligned_impl(align, size, false) : design_alloc(tl_heap, size, false);
   return likely(p != NULL) ? p : cxx_new_retry(size, align, nothrow);
 }
 

@@ -53,6 +53,9 @@ static sites_range_t sites_wrap[SITES_MAX_WRAPPERS];    /* the wrappers' executa
 static unsigned sites_nwrap;
 static uintptr_t sites_wrap_lo, sites_wrap_span;        /* the span of all of them: the fast test */
 static bool sites_maps_read;
+/* The allocation path's one test: true until start-up has read the options (so that the first
+ * call of the process is recorded), then LOCUS_SITES. */
+static bool sites_check = true;
 static _Atomic uint64_t sites_unmapped;                 /* calls lost: no table could be mapped */
 
 static NOINLINE uintptr_t sites_walk(uintptr_t ra, bool *found);
@@ -148,15 +151,21 @@ static bool sites_is_site(uintptr_t a) {
   return false;
 }
 
-/* The site of a call that came through a wrapper (see above); ra, *found false, when none is. */
-static NOINLINE uintptr_t sites_walk(uintptr_t ra, bool *found) {
-  const uintptr_t *sp = (const uintptr_t *)__builtin_frame_address(0);
+/* The first return address into known code other than the wrappers in the words above sp, the
+ * frame of the (out-of-line) caller; 0 when there is none. */
+static ALWAYS_INLINE uintptr_t sites_walk_from(const uintptr_t *sp) {
   for (unsigned i = 1; i < SITES_WALK_WORDS; i++) {
     uintptr_t w = __atomic_load_n(&sp[i], __ATOMIC_RELAXED);
-    if (sites_is_site(w)) { *found = true; return w; }
+    if (sites_is_site(w)) return w;
   }
-  *found = false;
-  return ra;
+  return 0;
+}
+
+/* The site of a call that came through a wrapper (see above); ra, *found false, when none is. */
+static NOINLINE uintptr_t sites_walk(uintptr_t ra, bool *found) {
+  uintptr_t w = sites_walk_from((const uintptr_t *)__builtin_frame_address(0));
+  *found = w != 0;
+  return w ? w : ra;
 }
 
 /* The context id of a call whose return address is ra. */

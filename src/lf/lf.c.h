@@ -10,13 +10,14 @@ static size_t lf_block_pages;          /* pages per block */
  * through a wrapper (libc, libstdc++, this library) the first return address above it into other
  * code. The mappings are read at start-up (design_global_init). */
 
-/* The site of a call that came through a wrapper; counted in wrapper_walks and walks_failed. */
-static uintptr_t lf_walk(heap_t *h, uintptr_t ra) {
-  bool found;
+/* The site of a call that came through a wrapper; counted in wrapper_walks and walks_failed.
+ * Its own frame, like sites_walk's: the walk starts above it. */
+static NOINLINE uintptr_t lf_walk(heap_t *h, uintptr_t ra) {
   h->d.lf.wrapper_walks++;
-  uintptr_t ctx = sites_walk(ra, &found);
-  h->d.lf.walks_failed += !found;
-  return ctx;
+  uintptr_t w = sites_walk_from((const uintptr_t *)__builtin_frame_address(0));
+  if (w) return w;
+  h->d.lf.walks_failed++;
+  return ra;
 }
 
 /* ---- the site table (lf only) --------------------------------------------------------------- */
