@@ -5,6 +5,7 @@
  *   apart     two call sites allocating the same size are two records with their own counts
  *   wrapper   strdup (a libc wrapper) is attributed to the function that called it
  *   aligned   aligned_alloc (through the library's own memalign) is attributed to its caller
+ *   calls     calloc and realloc are counted like malloc
  *   thread    a thread's sites stay in the JSON after the thread has exited
  *   json      the object's fields (variant, nsites, sites[] with symbol, calls, bytes, sizes)
  * Skipped (77) when the library is not Locus. The site functions are exported (-rdynamic) so
@@ -27,6 +28,8 @@ SITE(sites_test_one, malloc(n))
 SITE(sites_test_two, malloc(n))
 SITE(sites_test_aligned, aligned_alloc(64, n))
 SITE(sites_test_thread, malloc(n))
+SITE(sites_test_calloc, calloc(1, n))
+SITE(sites_test_realloc, realloc(NULL, n))
 
 __attribute__((noinline)) char *sites_test_dup(const char *s) {
   char *p = strdup(s);
@@ -73,6 +76,9 @@ static int run_counted(void) {
   for (int i = 0; i < 300; i++) d[i] = sites_test_dup(s);
   void *al[100];
   for (int i = 0; i < 100; i++) al[i] = sites_test_aligned(64);
+  void *c[50], *r[60];
+  for (int i = 0; i < 50; i++) c[i] = sites_test_calloc(40);
+  for (int i = 0; i < 60; i++) r[i] = sites_test_realloc(32);
   pthread_t t;
   CHECK(pthread_create(&t, NULL, thread_main, NULL) == 0);
   CHECK(pthread_join(t, NULL) == 0);
@@ -95,6 +101,10 @@ static int run_counted(void) {
   CHECK(field(json, "sites_test_aligned", "calls") == 100);
   CHECK(field(json, "sites_test_aligned", "bytes") == 100 * 64);
   CHECK(field(json, "sites_test_thread", "calls") == 200);
+  CHECK(field(json, "sites_test_calloc", "calls") == 50);
+  CHECK(field(json, "sites_test_calloc", "bytes") == 50 * 40);
+  CHECK(field(json, "sites_test_realloc", "calls") == 60);
+  CHECK(field(json, "sites_test_realloc", "bytes") == 60 * 32);
   /* records are sorted by bytes: one (48,000) before two (24,000) */
   CHECK(strstr(json, "\"sites_test_one\"") < strstr(json, "\"sites_test_two\""));
   test_note("sites: %.300s...\n", json);
@@ -103,6 +113,8 @@ static int run_counted(void) {
   for (int i = 0; i < 500; i++) free(b[i]);
   for (int i = 0; i < 300; i++) free(d[i]);
   for (int i = 0; i < 100; i++) free(al[i]);
+  for (int i = 0; i < 50; i++) free(c[i]);
+  for (int i = 0; i < 60; i++) free(r[i]);
   return 0;
 }
 

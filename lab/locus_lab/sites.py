@@ -1,8 +1,9 @@
 """`locus sites`: per-call-site statistics of a program under a Locus library.
 
-Runs COMMAND with LD_PRELOAD=<library>, LOCUS_SITES=1 and LOCUS_SITES_FILE=<a temporary file>:
-the library writes the JSON of locus_sites_json there at exit (docs/sites.md). The top sites
-are printed as a table; --json keeps the file.
+Runs COMMAND with LD_PRELOAD=<library>, LOCUS_SITES=1 and LOCUS_SITES_FILE=<a temporary
+folder>/sites.%p.json: every process of the run writes the JSON of locus_sites_json there at exit
+(%p: its process id; docs/sites.md). The process that allocated the most bytes is shown (the
+command itself, unless it only starts others): its top sites as a table; --json keeps its JSON.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def run_sites(command: list, library: Path, timeout: float | None = None) -> tup
     if shutil.which(command[0]) is None:
         raise LabError(f"cannot run {command[0]}: not found or not executable")
     with tempfile.TemporaryDirectory(prefix="locus-sites-") as tmp:
-        out = Path(tmp) / "sites.json"
+        out = Path(tmp) / "sites.%p.json"
         env = dict(os.environ)
         previous = env.get("LD_PRELOAD")
         env["LD_PRELOAD"] = str(library) + (" " + previous if previous else "")
@@ -55,13 +56,18 @@ def run_sites(command: list, library: Path, timeout: float | None = None) -> tup
             raise LabError(f"cannot run {command[0]}: {e.strerror or e}") from None
         except subprocess.TimeoutExpired:
             raise LabError(f"{command[0]} did not finish in {timeout} s") from None
-        if not out.is_file():
+        written = sorted(Path(tmp).glob("sites.*.json"))
+        if not written:
             raise LabError(f"{command[0]} wrote no site statistics (exit status "
                            f"{proc.returncode}; is {library.name} a Locus library?)")
-        try:
-            data = json.loads(out.read_text())
-        except ValueError as e:
-            raise LabError(f"the site statistics are not valid JSON: {e}") from None
+        runs = []
+        for f in written:
+            try:
+                runs.append(json.loads(f.read_text()))
+            except ValueError as e:
+                raise LabError(f"the site statistics of {f.name} are not valid JSON: {e}") from None
+    data = max(runs, key=lambda d: sum(s.get("bytes", 0) for s in d.get("sites", [])))
+    data["processes"] = len(runs)
     return data, proc.returncode
 
 
@@ -96,6 +102,9 @@ def cmd_sites(args, command: list, console: Console) -> int:
         except OSError as e:
             raise LabError(f"cannot write {args.json}: {e.strerror or e}") from None
     print_sites(data, console, args.top)
+    if data.get("processes", 1) > 1:
+        console.print(f"note: {data['processes']} processes wrote statistics; shown: the one "
+                      "that allocated the most bytes")
     if status:
         console.print(f"[yellow]note:[/yellow] {command[0]} exited with status {status}")
     return 0

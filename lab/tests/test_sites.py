@@ -63,3 +63,12 @@ def test_sites_not_locus(tmp_path):
         pytest.skip("no libm at the usual path")
     assert r.returncode == 2
     assert "wrote no site statistics" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sites_through_a_shell(tmp_path):
+    """A command that starts others: each process writes its own file; the busiest is shown."""
+    need_built()
+    r = run_locus("sites", "--build-dir", BUILD, "--", "sh", "-c",
+                  f"{BUILD / 'bench' / 'churn'} --quick; true")
+    assert r.returncode == 0, r.stderr
+    assert "800,000" in r.stdout and "processes wrote statistics" in r.stdout

@@ -38,7 +38,7 @@ static void global_init(void) {
   /* From here on allocation works, so calls that may allocate are safe. */
   if (pthread_key_create(&heap_key, heap_abandon) == 0) atomic_store(&heap_key_ready, true);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
-  if (opt.stats) {
+  if (opt.stats || opt.sites) {
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
     if (fd >= 0) stats_fd = fd;
   }
@@ -439,8 +439,16 @@ static void sites_at_exit(void) {
   }
   out_flush(&o);
   sites_view_done(&w);
-  const char *path = getenv("LOCUS_SITES_FILE");
-  if (!path || !*path) return;
+  const char *file = getenv("LOCUS_SITES_FILE");
+  if (!file || !*file) return;
+  char path[4096];   /* "%p" in the name: this process's id (a program that runs others) */
+  outbuf_t po = { path, sizeof path, 0, 0, -1 };
+  for (const char *c = file; *c; c++) {
+    if (c[0] == '%' && c[1] == 'p') { out_fmt(&po, "%d", (int)getpid()); c++; }
+    else out_char(&po, *c);
+  }
+  path[po.pos] = 0;
+  if (po.need >= sizeof path) return;
   size_t need = locus_sites_json(NULL, 0) + 4096;   /* room for sites the report itself adds */
   size_t bytes = align_up(need, os_page_size);
   char *json = os_map(bytes);

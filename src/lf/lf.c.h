@@ -71,13 +71,13 @@ static NOINLINE unsigned lf_promote(heap_t *h, lf_entry_t *e, unsigned cls) {
 /* The bin of (ctx, q) (standard class cls) after the fast path could not decide: the pair is
  * not in its home slot (not counted yet), or it just passed the threshold (counted). A new pair
  * is inserted; LF-opt gives it a custom bin at once when its context is intense. An entry's
- * count is its calls: it goes on after the pair has its bin. */
+ * count stops when the pair has its bin (per-site calls are sites.h's, LOCUS_SITES). */
 static unsigned lf_site_lookup(heap_t *h, uintptr_t ctx, uint32_t q, unsigned cls, bool counted) {
   lf_entry_t *e = lf_find(h->d.table, ctx, q);
   bool fresh = !e || !e->ctx;
   if (fresh && !lf_insert(h, e, ctx, q)) return cls;
-  if (!counted) e->count++;
   if (e->bin) return e->bin < LF_MAX_BINS ? e->bin : cls;
+  if (!counted) e->count++;
   if (fresh && opt.lf_opt) {
     lf_entry_t *mark = lf_find(h->d.table, ctx, 0);
     if (mark && mark->ctx) return lf_promote(h, e, cls);
@@ -228,10 +228,9 @@ static ALWAYS_INLINE void *lf_alloc_ctx(heap_t *h, size_t size, bool zero, uintp
     uint32_t q = lf_quanta(size);
     lf_entry_t *e = &t[lf_hash(ra, q)];
     if (unlikely(e->ctx != ra || e->qsize != q)) return lf_alloc_site_slow(h, size, zero, ra, false);
-    uint32_t calls = ++e->count;
     if (likely(e->bin)) {
       if (e->bin < LF_MAX_BINS) cls = e->bin;
-    } else if (unlikely(calls > opt.lf_threshold)) {
+    } else if (unlikely(++e->count > opt.lf_threshold)) {
       return lf_alloc_site_slow(h, size, zero, ra, true);
     }
   }
