@@ -66,9 +66,10 @@ def test_sites_not_locus(tmp_path):
 
 
 def test_sites_through_a_shell(tmp_path):
-    """A command that starts others: each process writes its own file; the busiest is shown."""
+    """A command that starts others: each process writes its own file (a shell that leaves by
+    _exit writes none); the busiest is shown."""
     need_built()
     r = run_locus("sites", "--build-dir", BUILD, "--", "sh", "-c",
                   f"{BUILD / 'bench' / 'churn'} --quick; true")
     assert r.returncode == 0, r.stderr
-    assert "800,000" in r.stdout and "processes wrote statistics" in r.stdout
+    assert "800,000" in r.stdout and "churn" in r.stdout
