@@ -75,6 +75,10 @@ int locus_stats_get(locus_stats_t *out);
 size_t locus_stats_json(char *buf, size_t len);
 /* Prints a human-readable table of the statistics to the file descriptor. */
 void locus_stats_print(int fd);
+/* Per-call-site statistics (counted with LOCUS_SITES=1; docs/sites.md): every heap's records
+ * summed per site, largest bytes first, as one JSON object into buf (NUL-terminated, truncated
+ * to len). Returns the length the full text needs. */
+size_t locus_sites_json(char *buf, size_t len);
 
 /* ---- allocation near a hint ------------------------------------------------------------
  *

@@ -305,7 +305,7 @@ static void t_sites(void) {
   CHECKF(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0, "child: %s", c.how);
   CHECKF(strstr(c.err, "locus: call sites") != NULL, "no site report in: %s", c.err);
   char want[128];
-  snprintf(want, sizeof want, "(design_lf) calls %lu bytes %lu custom yes", threshold + 10, (threshold + 10) * 80);
+  snprintf(want, sizeof want, "(design_lf) calls %lu bytes %lu custom yes", threshold + 10, (threshold + 10) * 70);
   CHECKF(strstr(c.err, want) != NULL, "no line with '%s' in: %s", want, c.err);
 }
 

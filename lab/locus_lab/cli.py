@@ -5,6 +5,7 @@
   locus trace stats FILE                     statistics of a trace
   locus report DIR                           re-draw tables, plots and report from saved runs
   locus list                                 allocators, workloads and tools found
+  locus sites [--library NAME] -- COMMAND    per-call-site statistics (LOCUS_SITES)
 
 Bad input ends with one line on stderr and status 2; an interrupted run with status 130.
 """
@@ -22,6 +23,7 @@ from rich.table import Table
 from . import __version__
 from . import allocators as alloc_mod
 from . import runner, suite, trace
+from .sites import cmd_sites
 from .common import LabError, find_paths, human_bytes
 from .compare import CompareOptions, run_compare, run_report
 
@@ -135,6 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     lst = sub.add_parser("list", help="show the allocators, workloads and tools found")
     lst.add_argument("--build-dir", metavar="DIR", help="the build folder")
+
+    st = sub.add_parser("sites", help="per-call-site statistics of a program (LOCUS_SITES)",
+                        description="Run COMMAND (after --) under a Locus library with "
+                        "LOCUS_SITES=1 and print its busiest call sites (docs/sites.md).")
+    st.add_argument("--library", metavar="NAME", help="liblocus.so (default), a variant "
+                    "(lf, tp, ...), a file name in build/lib or a path")
+    st.add_argument("--top", type=_positive_int, default=20, metavar="N",
+                    help="sites to list (default 20)")
+    st.add_argument("--json", metavar="FILE", help="also write the sites' JSON to FILE")
+    st.add_argument("--build-dir", metavar="DIR", help="the build folder")
     return p
 
 
@@ -163,6 +175,8 @@ def main(argv: list | None = None) -> int:
                 budget_min=args.budget, suite=args.suite,
                 command=command, name=args.name, argv=argv)
             return run_compare(opts, console)
+        if args.command == "sites":
+            return cmd_sites(args, command, console)
         if command and args.command != "trace":
             raise LabError(f"`locus {args.command}` takes no command after --")
         if args.command == "trace":

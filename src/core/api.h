@@ -29,6 +29,8 @@ static void global_init(void) {
   uint64_t seed = rnd ? rnd[0] ^ rnd[1] : (uint64_t)(uintptr_t)&seed * 0x9E3779B97F4A7C15ull;
   segment_cookie = seed | 1;
   free_marker_cookie = (seed * 0xBF58476D1CE4E5B9ull) & ~(uint64_t)0xF;   /* low bits free */
+  if (opt.sites) sites_read_maps();
+  sites_check = opt.sites;
   design_global_init();
   region_global_init();
   huge_heap = heap_create();
@@ -36,7 +38,7 @@ static void global_init(void) {
   /* From here on allocation works, so calls that may allocate are safe. */
   if (pthread_key_create(&heap_key, heap_abandon) == 0) atomic_store(&heap_key_ready, true);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
-  if (opt.stats) {
+  if (opt.stats || opt.sites) {
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
     if (fd >= 0) stats_fd = fd;
   }
@@ -52,13 +54,31 @@ static void global_init(void) {
 }
 
 /* Runs at exit (library destructor), after the program's own exit handlers. */
+static void sites_at_exit(void);
+
 __attribute__((destructor)) static void locus_at_exit(void) {
-  if (atomic_load(&init_state) == 2 && opt.stats) stats_print_at_exit();
+  if (atomic_load(&init_state) != 2) return;
+  if (opt.stats) stats_print_at_exit();
+  if (opt.sites) sites_at_exit();
 }
 
 /* ---- the core operations -------------------------------------------------------------------- */
 
+/* LOCUS_SITES=1: the allocation, then its (site, size) in the caller's heap (sites.h). A design
+ * that uses the return address itself (lf) gets the caller's through design_alloc_ra. */
+static NOINLINE void *alloc_sited(size_t size, bool zero, uintptr_t ra) {
+#ifdef design_alloc_ra
+  void *p = design_alloc_ra(tl_heap, size, zero, ra);
+#else
+  void *p = design_alloc(tl_heap, size, zero);
+#endif
+  if (p && opt.sites) sites_note(ra, size);   /* read after the call: the first one starts up */
+  return p;
+}
+
+/* With LOCUS_SITES unset the only cost is the test of sites_check. */
 static ALWAYS_INLINE void *alloc_impl(size_t size, bool zero) {
+  if (unlikely(sites_check)) return alloc_sited(size, zero, (uintptr_t)__builtin_return_address(0));
   return design_alloc(tl_heap, size, zero);   /* a failure has set errno (alloc_failed) */
 }
 
@@ -68,6 +88,7 @@ static void *aligned_impl(size_t align, size_t size, bool zero) {
   if (size > PTRDIFF_MAX - align) { errno = ENOMEM; return NULL; }
   void *p = design_alloc_aligned(tl_heap, align, size, zero);
   if (unlikely(!p)) errno = ENOMEM;
+  else if (unlikely(opt.sites)) sites_note((uintptr_t)__builtin_return_address(0), size);
   ASSERT(!p || ((uintptr_t)p & (align - 1)) == 0);
   return p;
 }
@@ -230,6 +251,7 @@ LOCUS_API size_t malloc_usable_size(void *p) {
 static void *alloc_near(size_t size, const void *hint, bool zero) {
   if (!hint) return alloc_impl(size, zero);
   void *p = design_alloc_near(tl_heap, size, hint, zero);
+  if (p && unlikely(opt.sites)) sites_note((uintptr_t)__builtin_return_address(0), size);
   heap_t *h = tl_heap;   /* after the call: a thread's first allocation gives it its heap */
   if (p && h != &heap_empty) {
     uintptr_t a = (uintptr_t)p, b = (uintptr_t)hint;
@@ -363,6 +385,90 @@ static void stats_write(int fd) {
 LOCUS_API void locus_stats_print(int fd) { stats_write(fd); }
 static void stats_print_at_exit(void) { stats_write(stats_fd); }
 
+/* ---- per-site statistics (LOCUS_SITES=1, sites.h) ----------------------------------------------- */
+
+/* Every heap's site records summed per site, largest bytes first, as one JSON object; returns
+ * the length the whole object needs, like snprintf. */
+LOCUS_API size_t locus_sites_json(char *buf, size_t len) {
+  if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();
+  char dummy[1];
+  outbuf_t o = { len ? buf : dummy, len ? len : 1, 0, 0, -1 };
+  sites_view_t w;
+  bool ok = sites_view(&w);
+  out_fmt(&o, "{\"variant\": \"%s\", \"enabled\": %s, \"complete\": %s, \"nsites\": %lu, \"dropped\": %lu, \"sites\": [",
+          LOCUS_VARIANT, opt.sites ? "true" : "false", ok ? "true" : "false", (unsigned long)w.n,
+          (unsigned long)w.dropped);
+  for (size_t i = 0; i < w.n; i++) {
+    const site_t *s = &w.v[i];
+    const char *module, *symbol;
+    uintptr_t off;
+    sites_resolve(s->ctx, &module, &symbol, &off);
+    out_fmt(&o, "%s{\"site\": \"%p\", \"symbol\": \"", i ? ", " : "", (void *)s->ctx);
+    sites_out_name(&o, symbol);
+    out_str(&o, "\", \"module\": \"");
+    sites_out_name(&o, module);
+    out_fmt(&o, "\", \"offset\": %lu, \"calls\": %lu, \"bytes\": %lu, \"min\": %lu, \"max\": %lu, \"mode\": %lu, \"custom\": %s}",
+            (unsigned long)off, (unsigned long)s->calls, (unsigned long)s->bytes, (unsigned long)s->min,
+            (unsigned long)s->max, (unsigned long)s->mode, s->flags & SITE_CUSTOM ? "true" : "false");
+  }
+  out_str(&o, "]}");
+  o.buf[o.pos] = 0;
+  sites_view_done(&w);
+  return o.need;
+}
+
+#define SITES_REPORT_TOP 32
+
+/* At exit: the top sites by bytes on stderr, and the JSON into LOCUS_SITES_FILE when set. */
+static void sites_at_exit(void) {
+  sites_view_t w;
+  if (!sites_view(&w)) return;
+  char buf[4096];
+  outbuf_t o = { buf, sizeof buf, 0, 0, stats_fd };
+  out_fmt(&o, "locus: call sites (%s): %lu sites, %lu calls not recorded (table full); top %u by bytes\n",
+          LOCUS_VARIANT, (unsigned long)w.n, (unsigned long)w.dropped, SITES_REPORT_TOP);
+  for (size_t i = 0; i < w.n && i < SITES_REPORT_TOP; i++) {
+    const site_t *s = &w.v[i];
+    const char *module, *symbol;
+    uintptr_t off;
+    sites_resolve(s->ctx, &module, &symbol, &off);
+    out_fmt(&o, "locus: site %p %s+0x%lx (%s) calls %lu bytes %lu custom %s sizes %lu..%lu mode %lu\n",
+            (void *)s->ctx, symbol ? symbol : "", (unsigned long)off, module, (unsigned long)s->calls,
+            (unsigned long)s->bytes, s->flags & SITE_CUSTOM ? "yes" : "no", (unsigned long)s->min,
+            (unsigned long)s->max, (unsigned long)s->mode);
+  }
+  out_flush(&o);
+  sites_view_done(&w);
+  const char *file = getenv("LOCUS_SITES_FILE");
+  if (!file || !*file) return;
+  char path[4096];   /* "%p" in the name: this process's id (a program that runs others) */
+  outbuf_t po = { path, sizeof path, 0, 0, -1 };
+  for (const char *c = file; *c; c++) {
+    if (c[0] == '%' && c[1] == 'p') { out_fmt(&po, "%d", (int)getpid()); c++; }
+    else out_char(&po, *c);
+  }
+  path[po.pos] = 0;
+  if (po.need >= sizeof path) return;
+  size_t need = locus_sites_json(NULL, 0) + 4096;   /* room for sites the report itself adds */
+  size_t bytes = align_up(need, os_page_size);
+  char *json = os_map(bytes);
+  if (!json) return;
+  size_t n = locus_sites_json(json, need);
+  if (n >= need) n = need - 1;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    for (size_t done = 0; done < n;) {
+      ssize_t k = write(fd, json + done, n - done);
+      if (k <= 0) break;
+      done += (size_t)k;
+    }
+    close(fd);
+  } else {
+    locus_printf(2, "locus: LOCUS_SITES_FILE: cannot open %s\n", path);
+  }
+  os_unmap(json, bytes);
+}
+
 LOCUS_API const char *locus_version(void) { return LOCUS_VERSION; }
 LOCUS_API const char *locus_variant(void) { return LOCUS_VARIANT; }
 
@@ -491,8 +597,16 @@ static NOINLINE void *cxx_new_retry(size_t size, size_t align, bool nothrow) {
   }
 }
 
+/* LOCUS_SITES (or before start-up): out of line, so that operator new's own path keeps its
+ * shape (no saved registers: the wrapper walk reads the frames above it). */
+static NOINLINE void *cxx_new_sited(size_t size, size_t align, bool nothrow, uintptr_t ra) {
+  void *p = align ? aligned_impl(align, size, false) : alloc_sited(size, false, ra);
+  return likely(p != NULL) ? p : cxx_new_retry(size, align, nothrow);
+}
+
 static inline void *cxx_new(size_t size, size_t align, bool nothrow) {
-  void *p = align ? aligned_impl(align, size, false) : alloc_impl(size, false);
+  if (unlikely(sites_check)) return cxx_new_sited(size, align, nothrow, (uintptr_t)__builtin_return_address(0));
+  void *p = align ? aligned_impl(align, size, false) : design_alloc(tl_heap, size, false);
   return likely(p != NULL) ? p : cxx_new_retry(size, align, nothrow);
 }
 

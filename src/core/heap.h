@@ -57,6 +57,7 @@ struct heap {
                                                       lock, never before */
   _Atomic uint64_t remote_runs, remote_run_bytes;   /* huge runs freed by other threads */
   heap_t *next_all __attribute__((aligned(64)));    /* registry of every heap ever created */
+  struct sites_table *sites;    /* LOCUS_SITES: this heap's call sites (sites.h; owner writes) */
   uint64_t slow_events;         /* debug builds: counts toward the periodic check */
   bool fork_taken;              /* fork_prepare took h->lock */
   bool fork_broken;             /* in a child: pages_lock was held by another thread at fork */

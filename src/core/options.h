@@ -23,7 +23,7 @@ enum discard_policy { DISCARD_IMMEDIATE, DISCARD_DELAYED, DISCARD_PRESSURE };
   X(MEDIUS_K,   medius_k,   N, 12, "medius: a K-region is 2^K bytes (12..20, at least the page)") \
   X(LF_THRESHOLD, lf_threshold, N, 100, "lf: allocations of one (call site, size) before it gets a custom bin") \
   X(LF_OPT,     lf_opt,     B, 1, "lf: a site that crossed the threshold gets custom bins for new sizes at once") \
-  X(SITES,      sites,      B, 0, "lf: print per call site statistics at exit")
+  X(SITES,      sites,      B, 0, "count allocations per call site; print the top sites at exit (LOCUS_SITES_FILE: JSON too)")
 
 /* Options whose value must lie in a range: a value outside it is a bad value (kept default). */
 #define LOCUS_OPTION_RANGES(X) \

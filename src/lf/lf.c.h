@@ -6,120 +6,16 @@ static sizeclass_table_t lf_classes;
 static size_t lf_block_pages;          /* pages per block */
 
 /* ---- call sites (lf only) --------------------------------------------------------------------
- * The context id is the return address of the call into the allocator. When that address lies
- * in a "wrapper" (libc: strdup, fopen...; libstdc++: std::string...; this library itself:
- * realloc's out-of-line path), the site is the first word above our frame on the stack that is
- * a return address into other code: an address inside a known executable mapping, just after a
- * call instruction. The mappings are read once from /proc/self/maps at start-up (no loader lock,
- * no allocation); code loaded later by dlopen is not known, so its sites are used as they are and
- * never found by the walk. The walk reads at most LF_WALK_WORDS words above its own frame. */
+ * The context id is sites.h's: the return address of the call into the allocator, or for a call
+ * through a wrapper (libc, libstdc++, this library) the first return address above it into other
+ * code. The mappings are read at start-up (design_global_init). */
 
-#define LF_MAX_RANGES   128
-#define LF_MAX_WRAPPERS 8
-#define LF_WALK_WORDS   48
-
-#include <dlfcn.h>
-
-typedef struct lf_range { uintptr_t start, end; } lf_range_t;
-static lf_range_t lf_text[LF_MAX_RANGES];        /* executable mappings at start-up */
-static unsigned lf_ntext;
-static lf_range_t lf_wrap[LF_MAX_WRAPPERS];      /* the wrappers' executable mappings */
-static unsigned lf_nwrap;
-static uintptr_t lf_wrap_lo, lf_wrap_span;      /* the span of all of them: the fast path's test */
-
-static NOINLINE uintptr_t lf_walk(heap_t *h, uintptr_t ra);
-
-static uintptr_t lf_parse_hex(char **s) {
-  uintptr_t v = 0;
-  for (;; (*s)++) {
-    char c = **s;
-    unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
-    if (d == 16) return v;
-    v = v << 4 | d;
-  }
-}
-
-static bool lf_is_wrapper_path(const char *path) {
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
-  return !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5) ||
-         !strncmp(base, "libstdc++.so", 12) || !strncmp(base, "libgcc_s.so", 11);
-}
-
-/* One line of /proc/self/maps: "start-end perms offset dev inode   path". */
-static void lf_maps_line(char *line) {
-  char *s = line;
-  uintptr_t start = lf_parse_hex(&s);
-  if (*s++ != '-') return;
-  uintptr_t end = lf_parse_hex(&s);
-  if (*s++ != ' ' || s[2] != 'x') return;
-  char *path = strchr(s, '/');
-  uintptr_t self = (uintptr_t)&lf_walk;
-  bool wrapper = (path && lf_is_wrapper_path(path)) || (self >= start && self < end);
-  if (wrapper) {
-    if (lf_nwrap < LF_MAX_WRAPPERS) lf_wrap[lf_nwrap++] = (lf_range_t){ start, end };
-    uintptr_t lo = lf_wrap_span && lf_wrap_lo < start ? lf_wrap_lo : start;
-    uintptr_t hi = lf_wrap_span && lf_wrap_lo + lf_wrap_span > end ? lf_wrap_lo + lf_wrap_span : end;
-    lf_wrap_lo = lo;
-    lf_wrap_span = hi - lo;
-  } else if (lf_ntext < LF_MAX_RANGES) {
-    lf_text[lf_ntext++] = (lf_range_t){ start, end };
-  }
-}
-
-static void lf_read_maps(void) {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  static char buf[8192];
-  size_t have = 0;
-  for (;;) {
-    ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
-    if (n <= 0) break;
-    have += (size_t)n;
-    buf[have] = 0;
-    char *line = buf, *nl;
-    while ((nl = strchr(line, '\n'))) {
-      *nl = 0;
-      lf_maps_line(line);
-      line = nl + 1;
-    }
-    have = (size_t)(buf + have - line);
-    if (have == sizeof buf - 1) have = 0;   /* a line longer than the buffer: dropped */
-    memmove(buf, line, have);
-  }
-  close(fd);
-}
-
-static bool lf_in_wrapper(uintptr_t a) {
-  for (unsigned i = 0; i < lf_nwrap; i++)
-    if (a - lf_wrap[i].start < lf_wrap[i].end - lf_wrap[i].start) return true;
-  return false;
-}
-
-/* Whether a is a return address into known code other than the wrappers: inside a mapping, and
- * the bytes before it end in a call (e8 rel32; ff /2 as register, [register], disp8, disp32 or
- * rip-relative forms). */
-static bool lf_is_site(uintptr_t a) {
-  bool known = false;
-  for (unsigned i = 0; i < lf_ntext && !known; i++)
-    known = a >= lf_text[i].start + 8 && a < lf_text[i].end;
-  if (!known) return false;
-  const uint8_t *c = (const uint8_t *)a;
-  if (c[-5] == 0xE8) return true;
-  if (c[-2] == 0xFF && (c[-1] & 0x38) == 0x10 && (c[-1] >> 6 == 3 || (c[-1] >> 6 == 0 && (c[-1] & 7) != 4 && (c[-1] & 7) != 5))) return true;
-  if (c[-3] == 0xFF && (c[-2] & 0x38) == 0x10 && c[-2] >> 6 == 1) return true;
-  if (c[-6] == 0xFF && (c[-5] & 0x38) == 0x10 && (c[-5] >> 6 == 2 || (c[-5] & 0xC7) == 0x05)) return true;
-  return false;
-}
-
-/* The site of a call that came through a wrapper (see above); ra when none is found. */
+/* The site of a call that came through a wrapper; counted in wrapper_walks and walks_failed.
+ * Its own frame, like sites_walk's: the walk starts above it. */
 static NOINLINE uintptr_t lf_walk(heap_t *h, uintptr_t ra) {
-  const uintptr_t *sp = (const uintptr_t *)__builtin_frame_address(0);
   h->d.lf.wrapper_walks++;
-  for (unsigned i = 1; i < LF_WALK_WORDS; i++) {
-    uintptr_t w = __atomic_load_n(&sp[i], __ATOMIC_RELAXED);
-    if (lf_is_site(w)) return w;
-  }
+  uintptr_t w = sites_walk_from((const uintptr_t *)__builtin_frame_address(0));
+  if (w) return w;
   h->d.lf.walks_failed++;
   return ra;
 }
@@ -168,19 +64,20 @@ static NOINLINE unsigned lf_promote(heap_t *h, lf_entry_t *e, unsigned cls) {
   }
   lf_entry_t *mark = lf_find(h->d.table, ctx, 0);
   if (mark && !mark->ctx && lf_insert(h, mark, ctx, 0)) h->d.lf.intense++;
+  if (e->bin != LF_REFUSED) sites_flag(h, ctx, SITE_CUSTOM);   /* LOCUS_SITES: "custom yes" */
   return cls;
 }
 
 /* The bin of (ctx, q) (standard class cls) after the fast path could not decide: the pair is
  * not in its home slot (not counted yet), or it just passed the threshold (counted). A new pair
  * is inserted; LF-opt gives it a custom bin at once when its context is intense. An entry's
- * count is its calls (for LOCUS_SITES): it goes on after the pair has its bin. */
+ * count stops when the pair has its bin (per-site calls are sites.h's, LOCUS_SITES). */
 static unsigned lf_site_lookup(heap_t *h, uintptr_t ctx, uint32_t q, unsigned cls, bool counted) {
   lf_entry_t *e = lf_find(h->d.table, ctx, q);
   bool fresh = !e || !e->ctx;
   if (fresh && !lf_insert(h, e, ctx, q)) return cls;
-  if (!counted) e->count++;
   if (e->bin) return e->bin < LF_MAX_BINS ? e->bin : cls;
+  if (!counted) e->count++;
   if (fresh && opt.lf_opt) {
     lf_entry_t *mark = lf_find(h->d.table, ctx, 0);
     if (mark && mark->ctx) return lf_promote(h, e, cls);
@@ -201,7 +98,7 @@ static inline void *lf_alloc_bin_ra(heap_t *h, unsigned cls, bool zero, size_t s
 static NOINLINE void *lf_alloc_site_slow(heap_t *h, size_t size, bool zero, uintptr_t ra, bool counted) {
   unsigned cls = sizeclass_of(&lf_classes, size);
   if (h->d.table) {
-    if (lf_in_wrapper(ra)) ra = lf_walk(h, ra);
+    if (sites_in_wrapper(ra)) ra = lf_walk(h, ra);
     cls = lf_site_lookup(h, ra, lf_quanta(size), cls, counted);
   }
   return lf_alloc_bin_ra(h, cls, zero, size, ra);   /* heap_empty: its slow path gets a heap */
@@ -217,7 +114,7 @@ static void design_global_init(void) {
   }
   lf_block_pages = LF_BLOCK_BYTES > os_page_size ? LF_BLOCK_BYTES >> os_page_shift : 1;
   if (opt.lf_threshold > UINT32_MAX - 1) opt.lf_threshold = UINT32_MAX - 1;   /* counts are 32-bit */
-  if (cfg_lf) lf_read_maps();
+  if (cfg_lf) sites_read_maps();
 }
 
 static void design_heap_init(heap_t *h) {
@@ -327,14 +224,13 @@ static ALWAYS_INLINE void *lf_alloc_ctx(heap_t *h, size_t size, bool zero, uintp
   unsigned cls = sizeclass_of(&lf_classes, size);
   if (cfg_lf) {
     lf_entry_t *t = h->d.table;
-    if (unlikely(!t || ra - lf_wrap_lo < lf_wrap_span)) return lf_alloc_site_slow(h, size, zero, ra, false);
+    if (unlikely(!t || sites_maybe_wrapper(ra))) return lf_alloc_site_slow(h, size, zero, ra, false);
     uint32_t q = lf_quanta(size);
     lf_entry_t *e = &t[lf_hash(ra, q)];
     if (unlikely(e->ctx != ra || e->qsize != q)) return lf_alloc_site_slow(h, size, zero, ra, false);
-    uint32_t calls = ++e->count;
     if (likely(e->bin)) {
       if (e->bin < LF_MAX_BINS) cls = e->bin;
-    } else if (unlikely(calls > opt.lf_threshold)) {
+    } else if (unlikely(++e->count > opt.lf_threshold)) {
       return lf_alloc_site_slow(h, size, zero, ra, true);
     }
   }
@@ -351,6 +247,7 @@ static ALWAYS_INLINE void *lf_alloc(heap_t *h, size_t size, bool zero) {
 }
 
 #define design_alloc lf_alloc
+#define design_alloc_ra lf_alloc_ctx   /* api.h's LOCUS_SITES path passes the caller's address */
 
 /* LF ignores hints. */
 static void *design_alloc_near(heap_t *h, size_t size, const void *hint, bool zero) {
@@ -484,97 +381,6 @@ LOCUS_API size_t locus_lf_stats_json(char *buf, size_t len) {
   out_str(&o, "}");
   o.buf[o.pos] = 0;
   return o.need;
-}
-
-/* ---- per-site statistics (LOCUS_SITES=1, lf only) ------------------------------------------------
- * At exit, outside any allocation: every recorded (site, size) pair of every heap, grouped by
- * site, with the caller resolved by dladdr (exported symbols only; otherwise the module and the
- * offset in it, for addr2line). Bytes are calls times the size rounded to the quantum. Pairs the
- * full table could not record are not in it (table_full counts their first calls). */
-
-static inline bool lf_entry_less(const lf_entry_t *a, const lf_entry_t *b) {
-  return a->ctx < b->ctx || (a->ctx == b->ctx && a->qsize < b->qsize);
-}
-
-/* Heap sort (libc's qsort may allocate). */
-static void lf_sort(lf_entry_t *v, size_t n) {
-  for (size_t k = n; k-- > 0;) {
-    for (size_t root = k, end = n;;) {
-      size_t child = 2 * root + 1;
-      if (child >= end) break;
-      if (child + 1 < end && lf_entry_less(&v[child], &v[child + 1])) child++;
-      if (!lf_entry_less(&v[root], &v[child])) break;
-      lf_entry_t t = v[root]; v[root] = v[child]; v[child] = t;
-      root = child;
-    }
-  }
-  for (size_t end = n; end-- > 1;) {
-    lf_entry_t t = v[0]; v[0] = v[end]; v[end] = t;
-    for (size_t root = 0;;) {
-      size_t child = 2 * root + 1;
-      if (child >= end) break;
-      if (child + 1 < end && lf_entry_less(&v[child], &v[child + 1])) child++;
-      if (!lf_entry_less(&v[root], &v[child])) break;
-      t = v[root]; v[root] = v[child]; v[child] = t;
-      root = child;
-    }
-  }
-}
-
-static void lf_site_line(outbuf_t *o, const lf_entry_t *v, size_t n) {
-  uint64_t calls = 0, bytes = 0;
-  bool custom = false, intense = false;
-  for (size_t i = 0; i < n; i++) {
-    if (!v[i].qsize) { intense = true; continue; }
-    calls += v[i].count;
-    bytes += (uint64_t)v[i].count * v[i].qsize * QUANTUM;
-    custom |= v[i].bin && v[i].bin != LF_REFUSED;
-  }
-  Dl_info info;
-  const char *module = "?", *symbol = NULL;
-  uintptr_t base = 0;
-  if (dladdr((void *)v[0].ctx, &info)) {
-    module = info.dli_fname && strrchr(info.dli_fname, '/') ? strrchr(info.dli_fname, '/') + 1 : info.dli_fname;
-    symbol = info.dli_sname;
-    base = symbol ? (uintptr_t)info.dli_saddr : (uintptr_t)info.dli_fbase;
-  }
-  out_fmt(o, "locus: site %p %s+0x%lx (%s) calls %lu bytes %lu custom %s%s sizes", (void *)v[0].ctx,
-          symbol ? symbol : "", (unsigned long)(v[0].ctx - base), module ? module : "?", (unsigned long)calls,
-          (unsigned long)bytes, custom ? "yes" : "no", intense ? " intense" : "");
-  unsigned shown = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (!v[i].qsize || (i && v[i].qsize == v[i - 1].qsize)) continue;
-    if (shown++ == 8) { out_str(o, " ..."); break; }
-    out_fmt(o, " %u", (unsigned)v[i].qsize * (unsigned)QUANTUM);
-  }
-  out_str(o, "\n");
-}
-
-__attribute__((destructor)) static void lf_sites_at_exit(void) {
-  if (!cfg_lf || !opt.sites || atomic_load(&init_state) != 2) return;
-  size_t n = 0;
-  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all)
-    if (h->d.table) n += LF_TABLE_MAX;
-  size_t bytes = align_up((n + 1) * sizeof(lf_entry_t), os_page_size);
-  lf_entry_t *v = n ? os_map(bytes) : NULL;
-  if (!v) return;
-  size_t k = 0;
-  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all) {
-    for (size_t i = 0, m = 0; h->d.table && i < LF_TABLE_SLOTS && m < LF_TABLE_MAX; i++) {
-      lf_entry_t e = h->d.table[i];
-      if (e.ctx && k < n) { v[k++] = e; m++; }
-    }
-  }
-  lf_sort(v, k);
-  char buf[4096];
-  outbuf_t o = { buf, sizeof buf, 0, 0, 2 };
-  out_fmt(&o, "locus: call sites (%s): %lu (site, size) pairs\n", LOCUS_VARIANT, (unsigned long)k);
-  for (size_t i = 0, j; i < k; i = j) {
-    for (j = i + 1; j < k && v[j].ctx == v[i].ctx; j++) {}
-    lf_site_line(&o, v + i, j - i);
-  }
-  out_flush(&o);
-  os_unmap(v, bytes);
 }
 
 /* ---- consistency check ---------------------------------------------------------------------- */

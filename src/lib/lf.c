@@ -11,6 +11,7 @@
 #include "../core/pages.h"
 #include "../lf/lf.h"
 #include "../core/heap.h"
+#include "../core/sites.h"
 #include "../core/huge.h"
 #include "../core/region.h"
 #include "../lf/lf.c.h"

@@ -14,6 +14,7 @@
 #include "../core/pages.h"
 #include "../phk/phk.h"
 #include "../core/heap.h"
+#include "../core/sites.h"
 #include "../core/huge.h"
 #include "../core/region.h"
 #include "../phk/phk.c.h"

@@ -10,6 +10,7 @@
 #include "../core/pages.h"
 #include "../tp/tp.h"
 #include "../core/heap.h"
+#include "../core/sites.h"
 #include "../core/huge.h"
 #include "../core/region.h"
 #include "../tp/tp.c.h"

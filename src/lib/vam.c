@@ -11,6 +11,7 @@
 #include "../core/pages.h"
 #include "../vam/vam.h"
 #include "../core/heap.h"
+#include "../core/sites.h"
 #include "../core/huge.h"
 #include "../core/region.h"
 #include "../vam/vam.c.h"
