@@ -470,6 +470,20 @@ static TEST_UNUSED void test_run_child(void (*fn)(void), test_child_t *c) {
     snprintf(c->how, sizeof c->how, "exit status %d", WEXITSTATUS(st));
 }
 
+/* Runs fn(arg) in a child (test_run_child) and fails unless the child was ended by a signal
+ * with `want` in what it wrote to stderr (the allocator's one-line report). */
+static void (*test_fatal_fn_)(size_t);
+static size_t test_fatal_arg_;
+static TEST_UNUSED void test_fatal_call_(void) { test_fatal_fn_(test_fatal_arg_); }
+static TEST_UNUSED void test_expect_fatal(void (*fn)(size_t), size_t arg, const char *want) {
+  test_child_t c;
+  test_fatal_fn_ = fn;
+  test_fatal_arg_ = arg;
+  test_run_child(test_fatal_call_, &c);
+  CHECKF(WIFSIGNALED(c.status) && strstr(c.err, want), "%zu: %s, '%s' (wanted '%s')", arg, c.how,
+         c.err, want);
+}
+
 /* Runs a program's misuse cases: every case, or those the command line names. run(i) returns
  * 0 (passed), 1 (failed, reported) or -1 (does not apply here). Returns main's exit status:
  * 2 for a name that is no case. */
