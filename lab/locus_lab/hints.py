@@ -29,7 +29,8 @@ from rich.table import Table
 from . import allocators as alloc_mod
 from . import report, suite
 from .common import human_bytes
-from .regions import _median, _pyplot, _ratio, md_allocators_and_notes
+from .regions import (WRONG_CHECKSUM, _median, _pyplot, _ratio, flag_disagreeing,
+                      md_allocators_and_notes)
 from .results import _status
 
 SUITE = "hints"
@@ -50,7 +51,6 @@ NOMINAL_S = 0.45            # a run at scale 1 under glibc; --quick does 1/20 of
 CACHE_ARGS = ["--scale", "0.5", "--passes", "2"]          # cachegrind's reduced size
 CACHE_ARGS_QUICK = ["--scale", "0.05", "--passes", "1"]
 CACHE_NOMINAL_S = 1.0
-WRONG_CHECKSUM = "wrong checksum"
 PLOTS = ("hints_time.png", "hints_accuracy.png")
 
 
@@ -145,15 +145,7 @@ def summarise(meta: dict, runs: list) -> dict:
                                     if r.get("status") != "ok"), "")
         cells[key] = cell
 
-    for w in {c.workload for c in configs}:
-        sums = Counter(cell["checksum"] for (cw, _, _), cell in cells.items()
-                       if cw == w and cell["checksum"])
-        if len(sums) > 1:
-            right = sums.most_common(1)[0][0]
-            for (cw, _, _), cell in cells.items():
-                if cw == w and cell["checksum"] and cell["checksum"] != right:
-                    cell["status"] = WRONG_CHECKSUM
-                    cell["failure"] = f"checksum {cell['checksum']}, the others {right}"
+    flag_disagreeing(cells, "checksum", "checksum {}, the others {}")
 
     baseline = meta.get("baseline", alloc_mod.BASELINE)
     for (w, _, _), cell in cells.items():

@@ -53,6 +53,20 @@ METRICS = ("live_peak_kib", "held_peak_kib", "hwm_kib", "held_live_area", "sampl
            "sample_every")
 UNAVAILABLE = "unavailable"
 WRONG_CHECKSUM = "wrong checksum"
+
+
+def flag_disagreeing(cells: dict, field: str, failure: str) -> None:
+    """Cells keyed (workload, mode, allocator): where the runs of a workload disagree on
+    `field` (a checksum or result line that depends on the seeds alone), the most common value
+    is right and the other cells become failures (failure.format(theirs, right))."""
+    for w in {key[0] for key in cells}:
+        values = Counter(cell[field] for key, cell in cells.items() if key[0] == w and cell[field])
+        if len(values) > 1:
+            right = values.most_common(1)[0][0]
+            for key, cell in cells.items():
+                if key[0] == w and cell[field] and cell[field] != right:
+                    cell["status"] = WRONG_CHECKSUM
+                    cell["failure"] = failure.format(cell[field], right)
 DERIVED_FILES = ("regions_time.png", "regions_memory.png", "regions_profile.png")
 
 
@@ -190,15 +204,7 @@ def summarise(meta: dict, runs: list) -> dict:
 
     # Every correct run of a workload prints the same result line (its checksum depends on the
     # seeds alone): the most common one is right, the others are failures.
-    for w in {c.workload for c in configs}:
-        lines = Counter(cell["result"] for (cw, _, _), cell in cells.items()
-                        if cw == w and cell["result"])
-        if len(lines) > 1:
-            right = lines.most_common(1)[0][0]
-            for (cw, _, _), cell in cells.items():
-                if cw == w and cell["result"] and cell["result"] != right:
-                    cell["status"] = WRONG_CHECKSUM
-                    cell["failure"] = f"printed `{cell['result']}`, the others `{right}`"
+    flag_disagreeing(cells, "result", "printed `{}`, the others `{}`")
 
     system = next((a["name"] for a in meta.get("allocators", []) if a["kind"] == "system"),
                   alloc_mod.BASELINE)

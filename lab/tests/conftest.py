@@ -13,6 +13,22 @@ from locus_lab.common import find_paths
 
 PROGS = Path(__file__).resolve().parent / "progs"
 
+# The build folder the tests use (LOCUS_TEST_BUILD_DIR, else build/ in the repository).
+BUILD_DIR = os.environ.get("LOCUS_TEST_BUILD_DIR")
+BUILD = Path(BUILD_DIR) if BUILD_DIR else Path(__file__).resolve().parents[2] / "build"
+BUILD_ARGS = ["--build-dir", BUILD_DIR] if BUILD_DIR else []
+LOCUS = BUILD / "lib" / "liblocus.so"
+
+
+def run_bench(name, *args, preload=None, timeout=120):
+    """Runs build/bench/NAME ARGS, under LD_PRELOAD=preload if given (else no preload)."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = str(preload)
+    return subprocess.run([str(BUILD / "bench" / name), *map(str, args)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
 
 @pytest.fixture(scope="session")
 def paths():

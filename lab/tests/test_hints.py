@@ -1,34 +1,22 @@
 """The hints suite (seed 001): the program bench/hints.cpp in both modes, and
 `locus compare --suite hints` planning, summarising and reporting."""
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from locus_lab import hints
 from locus_lab.allocators import Allocator
 
-from conftest import run_locus
+from conftest import BUILD, BUILD_ARGS, LOCUS, run_bench, run_locus
 
-BUILD_DIR = os.environ.get("LOCUS_TEST_BUILD_DIR")
-BUILD = Path(BUILD_DIR) if BUILD_DIR else Path(__file__).resolve().parents[2] / "build"
-BUILD_ARGS = ["--build-dir", BUILD_DIR] if BUILD_DIR else []
 PROGRAM = BUILD / "bench" / "hints"
-LOCUS = BUILD / "lib" / "liblocus.so"
 
 needs_program = pytest.mark.skipif(not PROGRAM.exists(), reason="build/bench/hints not built")
 needs_locus = pytest.mark.skipif(not LOCUS.exists(), reason="build/lib/liblocus.so not built")
 
 
 def run_program(*args, preload=None):
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    if preload:
-        env["LD_PRELOAD"] = str(preload)
-    return subprocess.run([str(PROGRAM), *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return run_bench("hints", *args, preload=preload)
 
 
 @needs_program

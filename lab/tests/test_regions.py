@@ -1,35 +1,23 @@
 """The regions suite (seed 004): the program bench/regions.c in every mode, and
 `locus compare --suite regions` planning, summarising and reporting."""
 import json
-import os
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from locus_lab import allocators, regions
 from locus_lab.allocators import Allocator
 
-from conftest import run_locus
+from conftest import BUILD, BUILD_ARGS, LOCUS, run_bench, run_locus
 
-BUILD_DIR = os.environ.get("LOCUS_TEST_BUILD_DIR")
-BUILD = Path(BUILD_DIR) if BUILD_DIR else Path(__file__).resolve().parents[2] / "build"
-BUILD_ARGS = ["--build-dir", BUILD_DIR] if BUILD_DIR else []
 PROGRAM = BUILD / "bench" / "regions"
-LOCUS = BUILD / "lib" / "liblocus.so"
 
 needs_program = pytest.mark.skipif(not PROGRAM.exists(), reason="build/bench/regions not built")
 needs_locus = pytest.mark.skipif(not LOCUS.exists(), reason="build/lib/liblocus.so not built")
 
 
 def run_program(*args, preload=None):
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    if preload:
-        env["LD_PRELOAD"] = str(preload)
-    return subprocess.run([str(PROGRAM), *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return run_bench("regions", *args, preload=preload)
 
 
 def result_line(r):

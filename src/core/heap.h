@@ -139,6 +139,13 @@ static inline uintptr_t free_marker_salted(const void *p, uint32_t salt) {
 static inline bool marker_says_free(uintptr_t word, uintptr_t marker) {
   return (word | REMOTE_MARK) == (marker | REMOTE_MARK);
 }
+/* A free from a thread that does not own the object: a marker word that says "free" is a
+ * double free (ends the program); otherwise it gets the remote form, so a second free of the
+ * object, from any thread, is caught before its owner takes it back. */
+static inline void marker_free_remote(uintptr_t *mark, uintptr_t marker, const void *p, const char *call) {
+  if (marker_says_free(*mark, marker)) locus_fatal(call, "double free", p);
+  *mark = marker ^ REMOTE_MARK;
+}
 
 /* A thread that has no heap yet uses heap_empty: its lists are empty, so every allocation
  * takes the slow path, which gives the thread a real heap. */

@@ -324,9 +324,7 @@ static void lf_check_object(const desc_t *d, const void *p, const char *call) {
 
 static void design_check_remote(desc_t *d, void *p, const char *call) {
   lf_check_object(d, p, call);
-  uintptr_t *w = p, marker = lf_marker(d, p);
-  if (marker_says_free(w[1], marker)) locus_fatal(call, "double free", p);
-  w[1] = marker ^ REMOTE_MARK;
+  marker_free_remote((uintptr_t *)p + 1, lf_marker(d, p), p, call);
 }
 
 static size_t design_usable(desc_t *d, const void *p, const char *call) {

@@ -331,8 +331,7 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
     if (sizeclass_index(&phk_classes, d->cls, off) < 0) locus_fatal(call, "invalid pointer", p);
     if (d->marker_off) {
       uintptr_t *w = p;
-      if (marker_says_free(w[1], free_marker(d, p))) locus_fatal(call, "double free", p);
-      w[1] = free_marker(d, p) ^ REMOTE_MARK;
+      marker_free_remote(&w[1], free_marker(d, p), p, call);
     }
   } else {
     long i = phk_chunk_index(d, (size_t)((char *)p - desc_start(d)));

@@ -294,9 +294,7 @@ static long tp_index_checked(const desc_t *d, const void *p, const char *call) {
  * with bit 0 flipped), so a second free of it, from any thread, is caught. */
 static void design_check_remote(desc_t *d, void *p, const char *call) {
   tp_index_checked(d, p, call);
-  uintptr_t *w = p, marker = tp_marker(d, p);
-  if (marker_says_free(w[1], marker)) locus_fatal(call, "double free", p);
-  w[1] = marker ^ REMOTE_MARK;
+  marker_free_remote((uintptr_t *)p + 1, tp_marker(d, p), p, call);
 }
 
 static size_t design_usable(desc_t *d, const void *p, const char *call) {

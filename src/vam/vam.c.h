@@ -722,9 +722,8 @@ static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call
   desc_t *f = &me->d.foreign[cls];
   if ((uint16_t)(0 - f->used) >= VAM_FOREIGN_MAX) return false;
   vam_slot_index(d, p, call);
-  uintptr_t *w = p, marker = free_marker(p);
-  if (marker_says_free(w[1], marker)) locus_fatal(call, "double free", p);
-  w[1] = marker ^ REMOTE_MARK;
+  uintptr_t *w = p;
+  marker_free_remote(&w[1], free_marker(p), p, call);
   w[0] = link_encode(p, f->u.blk.free);
   if (!f->u.blk.free) list_push(&me->d.avail[cls], f);
   f->u.blk.free = p;
@@ -764,8 +763,7 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
     } else if (d->marker_off) {
       char *slot = cfg_small_headers ? (char *)p - d->aux8 : p;
       uintptr_t *mark = (uintptr_t *)(slot + d->marker_off);
-      if (marker_says_free(*mark, free_marker(slot))) locus_fatal(call, "double free", p);
-      *mark = free_marker(slot) ^ REMOTE_MARK;
+      marker_free_remote(mark, free_marker(slot), p, call);
     }
   } else if (d->kind == KIND_VAM_LARGE) {
     bool alias;
