@@ -75,13 +75,22 @@ void t_string_sites() {
     CHECKF(usable(a.back()->data()) == 128 && usable(b.back()->data()) == 128,
            "strings of two functions counted as one site (allocation %zu of each)", i + 1);
   }
+  // The walk past libstdc++ is a heuristic: a stale return address left on the stack by an
+  // earlier call can take a call's count to another site (docs/lf.md, limits; seen once at the
+  // threshold in the -O1 debug build). So the switch may come up to WALK_SLACK calls late, but
+  // it must come, and once.
+  const size_t WALK_SLACK = 2;
+  size_t first_custom = n;
   for (size_t i = part; i < n; i++) {
     a.push_back(string_a());
-    size_t want = i < threshold ? 128 : 80;
-    CHECKF(usable(a.back()->data()) == want, "string_a, allocation %zu: usable %zu, not %zu", i + 1,
-           usable(a.back()->data()), want);
+    size_t got = usable(a.back()->data());
+    if (got == 80 && first_custom == n) first_custom = i;
+    size_t want = i < first_custom ? 128 : 80;
+    CHECKF(got == want, "string_a, allocation %zu: usable %zu, not %zu", i + 1, got, want);
     CHECK(*a.back() == std::string(69, 'a'));
   }
+  CHECKF(first_custom >= threshold && first_custom <= threshold + WALK_SLACK,
+         "string_a: custom bin from allocation %zu, threshold %lu", first_custom + 1, threshold);
   for (std::string *s : a) delete s;
   for (std::string *s : b) delete s;
 }

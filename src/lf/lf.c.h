@@ -42,64 +42,73 @@ static bool lf_insert(heap_t *h, lf_entry_t *e, uintptr_t ctx, uint32_t q) {
     h->d.lf.table_full++;
     return false;
   }
-  *e = (lf_entry_t){ .ctx = ctx, .qsize = (uint16_t)q, .bin = 0, .count = 0 };
+  *e = (lf_entry_t){ .ctx = ctx, .qsize = (uint16_t)q, .bin = LF_COUNTING, .count = 0 };
   h->d.lf.pairs++;
   return true;
 }
 
-/* The pair of e gets its custom bin (or LF_REFUSED when the heap has no bin left); its context
- * is intense from now on. Returns the bin to allocate from. */
-static NOINLINE unsigned lf_promote(heap_t *h, lf_entry_t *e, unsigned cls) {
+/* The pair of e passed the threshold (or comes from an intense context): it gets a custom bin,
+ * unless its exact size would fit no more objects in a block than its standard bin cls (64 B,
+ * 1500 B: a bin of its own would only add a partly used block; counted in bins_unneeded) or the
+ * heap has no bin left (bins_refused); either way its decision is final and counting stops.
+ * Its context is intense from now on. Returns the bin to allocate from. */
+static NOINLINE unsigned lf_decide(heap_t *h, lf_entry_t *e, unsigned cls) {
   uintptr_t ctx = e->ctx;
-  if (h->d.nbins < LF_MAX_BINS) {
+  size_t size = (size_t)(e->qsize ? e->qsize : 1) * QUANTUM, block = lf_block_pages << os_page_shift;
+  e->bin = (uint16_t)cls;
+  if (block / size <= block / h->d.bins[cls].size) {
+    h->d.lf.bins_unneeded++;
+  } else if (h->d.nbins < LF_MAX_BINS) {
     unsigned b = h->d.nbins++;
-    size_t size = (size_t)e->qsize * QUANTUM;
     h->d.bins[b] = (lf_bin_t){ NULL, (uint32_t)size, (uint32_t)(((1ull << RECIP_SHIFT) + size - 1) / size) };
     e->bin = (uint16_t)b;
     h->d.lf.bins_created++;
-    cls = b;
+    sites_flag(h, ctx, SITE_CUSTOM);   /* LOCUS_SITES: "custom yes" */
   } else {
-    e->bin = LF_REFUSED;
     h->d.lf.bins_refused++;
   }
-  lf_entry_t *mark = lf_find(h->d.table, ctx, 0);
-  if (mark && !mark->ctx && lf_insert(h, mark, ctx, 0)) h->d.lf.intense++;
-  if (e->bin != LF_REFUSED) sites_flag(h, ctx, SITE_CUSTOM);   /* LOCUS_SITES: "custom yes" */
-  return cls;
+  lf_entry_t *mark = lf_find(h->d.table, ctx, LF_INTENSE_Q);
+  if (mark && !mark->ctx && lf_insert(h, mark, ctx, LF_INTENSE_Q)) h->d.lf.intense++;
+  return e->bin;
 }
 
 /* The bin of (ctx, q) (standard class cls) after the fast path could not decide: the pair is
  * not in its home slot (not counted yet), or it just passed the threshold (counted). A new pair
- * is inserted; LF-opt gives it a custom bin at once when its context is intense. An entry's
- * count stops when the pair has its bin (per-site calls are sites.h's, LOCUS_SITES). */
+ * is inserted; LF-opt decides it at once when its context is intense. An entry's count stops
+ * at its decision (per-site calls are sites.h's, LOCUS_SITES). */
 static unsigned lf_site_lookup(heap_t *h, uintptr_t ctx, uint32_t q, unsigned cls, bool counted) {
   lf_entry_t *e = lf_find(h->d.table, ctx, q);
   bool fresh = !e || !e->ctx;
   if (fresh && !lf_insert(h, e, ctx, q)) return cls;
-  if (e->bin) return e->bin < LF_MAX_BINS ? e->bin : cls;
+  if (e->bin != LF_COUNTING) return e->bin < LF_MAX_BINS ? e->bin : cls;   /* LF_WRAPPER: walk failed */
   if (!counted) e->count++;
   if (fresh && opt.lf_opt) {
-    lf_entry_t *mark = lf_find(h->d.table, ctx, 0);
-    if (mark && mark->ctx) return lf_promote(h, e, cls);
+    lf_entry_t *mark = lf_find(h->d.table, ctx, LF_INTENSE_Q);
+    if (mark && mark->ctx) return lf_decide(h, e, cls);
   }
-  return e->count > opt.lf_threshold ? lf_promote(h, e, cls) : cls;
+  return e->count > opt.lf_threshold ? lf_decide(h, e, cls) : cls;
 }
 
-static inline uint32_t lf_quanta(size_t size) {
-  uint32_t q = (uint32_t)((size + QUANTUM - 1) / QUANTUM);
-  return q + !q;
-}
+/* A request's size in quanta: the table's key beside the context (0 for malloc(0)). */
+static inline uint32_t lf_quanta(size_t size) { return (uint32_t)((size + QUANTUM - 1) / QUANTUM); }
 
 static inline void *lf_alloc_bin_ra(heap_t *h, unsigned cls, bool zero, size_t size, uintptr_t ra);
 
 /* Everything the fast path leaves out (one tail call from it, so that it saves no registers):
- * a heap with no table yet (heap_empty), a call through a wrapper, a pair away from its home
- * slot, a pair that just passed the threshold. */
+ * a heap with no table (heap_empty: lf_no_table), a pair away from its home slot, a call through
+ * a wrapper, a pair that just passed the threshold. A wrapper's return address gets an entry of
+ * its own marked LF_WRAPPER the first time, so that the fast path needs no range test to send
+ * its calls here: the walk finds each call's site. */
 static NOINLINE void *lf_alloc_site_slow(heap_t *h, size_t size, bool zero, uintptr_t ra, bool counted) {
   unsigned cls = sizeclass_of(&lf_classes, size);
-  if (h->d.table) {
-    if (sites_in_wrapper(ra)) ra = lf_walk(h, ra);
-    cls = lf_site_lookup(h, ra, lf_quanta(size), cls, counted);
+  if (h->d.table != lf_no_table) {
+    uint32_t q = lf_quanta(size);
+    if (sites_maybe_wrapper(ra) && sites_in_wrapper(ra)) {
+      lf_entry_t *w = lf_find(h->d.table, ra, q);
+      if (w && !w->ctx && lf_insert(h, w, ra, q)) w->bin = LF_WRAPPER;
+      ra = lf_walk(h, ra);
+    }
+    cls = lf_site_lookup(h, ra, q, cls, counted);
   }
   return lf_alloc_bin_ra(h, cls, zero, size, ra);   /* heap_empty: its slow path gets a heap */
 }
@@ -123,6 +132,7 @@ static void design_heap_init(heap_t *h) {
     h->d.bins[c] = (lf_bin_t){ NULL, lf_classes.size[c], lf_classes.recip[c] };
   h->d.nbins = LF_STD_CLASSES;
   h->d.table = cfg_lf ? os_map(LF_TABLE_SLOTS * sizeof(lf_entry_t)) : NULL;
+  if (cfg_lf && !h->d.table) h->d.table = lf_no_table;
 }
 
 /* ---- blocks --------------------------------------------------------------------------------- */
@@ -156,6 +166,7 @@ static desc_t *lf_block_new(heap_t *h, unsigned cls) {
   b->u.blk.end = desc_start(b) + bytes / size * size;
   lf_avail_push(h, b);
   h->stats.blocks_in_use++;
+  if (cfg_lf && cls >= LF_STD_CLASSES) h->d.lf.custom_blocks++;
   return b;
 }
 
@@ -208,7 +219,6 @@ static NOINLINE void *lf_alloc_slow(heap_t *h, unsigned cls, bool zero, size_t s
 static ALWAYS_INLINE void *lf_alloc_bin(heap_t *h, unsigned cls, bool zero, size_t size, uintptr_t ra) {
   desc_t *b = h->d.bins[cls].avail;
   if (unlikely(!b)) return lf_alloc_slow(h, cls, zero, size, ra);
-  if (cfg_lf && cls >= LF_STD_CLASSES) h->d.lf.custom_allocs++;
   return lf_take(h, b, zero);
 }
 
@@ -217,24 +227,22 @@ static NOINLINE void *lf_alloc_big(heap_t *h, size_t size, bool zero, uintptr_t 
   return huge_alloc(h, size, 0, zero);
 }
 
-/* LF's fast path: a pair found in its home slot, counting or with its bin; anything else is
+/* LF's fast path: the pair's entry in its home slot (every heap has a table: heap_empty's and
+ * one that could not be mapped are lf_no_table, where nothing matches). A decided pair goes
+ * straight to its bin, with no size-class lookup; a counting pair counts; anything else is
  * lf_alloc_site_slow's. */
 static ALWAYS_INLINE void *lf_alloc_ctx(heap_t *h, size_t size, bool zero, uintptr_t ra) {
   if (unlikely(size > LF_SMALL_MAX)) return lf_alloc_big(h, size, zero, ra);
-  unsigned cls = sizeclass_of(&lf_classes, size);
   if (cfg_lf) {
-    lf_entry_t *t = h->d.table;
-    if (unlikely(!t || sites_maybe_wrapper(ra))) return lf_alloc_site_slow(h, size, zero, ra, false);
     uint32_t q = lf_quanta(size);
-    lf_entry_t *e = &t[lf_hash(ra, q)];
+    lf_entry_t *e = &h->d.table[lf_hash(ra, q)];
     if (unlikely(e->ctx != ra || e->qsize != q)) return lf_alloc_site_slow(h, size, zero, ra, false);
-    if (likely(e->bin)) {
-      if (e->bin < LF_MAX_BINS) cls = e->bin;
-    } else if (unlikely(++e->count > opt.lf_threshold)) {
-      return lf_alloc_site_slow(h, size, zero, ra, true);
-    }
+    unsigned bin = e->bin;
+    if (likely(bin < LF_MAX_BINS)) return lf_alloc_bin(h, bin, zero, size, ra);
+    if (unlikely(bin == LF_WRAPPER)) return lf_alloc_site_slow(h, size, zero, ra, false);
+    if (unlikely(++e->count > opt.lf_threshold)) return lf_alloc_site_slow(h, size, zero, ra, true);
   }
-  return lf_alloc_bin(h, cls, zero, size, ra);
+  return lf_alloc_bin(h, sizeclass_of(&lf_classes, size), zero, size, ra);
 }
 
 static inline void *lf_alloc_bin_ra(heap_t *h, unsigned cls, bool zero, size_t size, uintptr_t ra) {
@@ -428,13 +436,14 @@ static size_t design_check(heap_t *h) {
   })
   CHECK(listed + full == blocks);
   CHECK(blocks == h->stats.blocks_in_use);
-  if (h->d.table) {
+  if (h->d.table && h->d.table != lf_no_table) {
     size_t pairs = 0;
     for (size_t i = 0; i < LF_TABLE_SLOTS; i++) {
       const lf_entry_t *e = &h->d.table[i];
       if (!e->ctx) continue;
       pairs++;
-      CHECK(e->bin == 0 || e->bin == LF_REFUSED || (e->bin >= LF_STD_CLASSES && e->bin < h->d.nbins));
+      CHECK(e->bin == LF_COUNTING || e->bin == LF_WRAPPER || e->bin < h->d.nbins);
+      CHECK(e->qsize == LF_INTENSE_Q ? e->bin == LF_COUNTING : e->qsize <= LF_SMALL_MAX / QUANTUM);
     }
     CHECK(pairs == h->d.lf.pairs && pairs <= LF_TABLE_MAX);
   }

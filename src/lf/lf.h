@@ -9,9 +9,10 @@
  *   lf   (LOCUS_LF=1)  the same, plus: a context id per allocation (the call site's return
  *                      address), a count per (context, size rounded to the quantum) in a bounded
  *                      per-heap hash table, and a custom bin of exactly that size for a pair seen
- *                      more than LOCUS_LF_THRESHOLD (100) times. LF-opt (LOCUS_LF_OPT, on): a
- *                      context that once crossed the threshold is intense, and a new size from it
- *                      gets a custom bin at its first allocation.
+ *                      more than LOCUS_LF_THRESHOLD (100) times, when that size fits more
+ *                      objects in a block than the standard bin (not for 64 B or 1500 B).
+ *                      LF-opt (LOCUS_LF_OPT, on): a context that once crossed the threshold is
+ *                      intense, and a new size from it is decided at its first allocation.
  *
  * Objects above LF_SMALL_MAX (half a block: 2 KiB, PHKmalloc's "less than half a page") are the
  * core's huge objects (huge.h): a block would hold one such object and waste up to half of it,
@@ -32,12 +33,13 @@
  * LF_STD_CLASSES .. nbins-1 are custom bins made by LF, one per (context, size) pair, never
  * removed (their empty blocks go back like any other). cls is 8 bits, so a heap has at most
  * LF_CUSTOM_MAX custom bins; a pair that crosses the threshold after that stays on the standard
- * bins and counts in bins_refused.
+ * bins and counts in bins_refused (one whose size would gain nothing, in bins_unneeded).
  *
  * The site table (lf only): LF_TABLE_SLOTS entries of 16 bytes mapped from the OS per heap,
  * open addressing with linear probing, filled to at most 3/4 (then new pairs are not recorded
  * and count in table_full: they use the standard bins). Entries are never removed. An entry
- * with qsize 0 marks its context intense.
+ * with qsize LF_INTENSE_Q marks its context intense. A decided pair's entry holds its bin, so
+ * the fast path for it needs no size-class lookup.
  *
  * Invariants (checked by design_check):
  *  - bins[c].avail is NULL or a NULL-terminated doubly linked list of blocks of bin c with room;
@@ -46,8 +48,9 @@
  *    A free object holds the salted marker in word 1; a live one never does.
  *  - An empty block goes back to the page manager at once, except one alone on its bin's list
  *    (not with LOCUS_DISCARD=immediate).
- *  - Table: at most LF_TABLE_MAX entries; each (ctx, qsize) appears once; bin is 0 (counting),
- *    a custom bin index, or LF_REFUSED.
+ *  - Table: at most LF_TABLE_MAX entries; each (ctx, qsize) appears once; bin is LF_COUNTING
+ *    (always for intense marks), LF_WRAPPER (a wrapper's return address) or a bin in use
+ *    (standard or custom).
  */
 #ifndef LOCUS_LF_H
 #define LOCUS_LF_H
@@ -65,7 +68,9 @@ static const bool cfg_lf = LOCUS_LF;
 #define LF_TABLE_SHIFT  14
 #define LF_TABLE_SLOTS  (1u << LF_TABLE_SHIFT)           /* 256 KiB per heap */
 #define LF_TABLE_MAX    (LF_TABLE_SLOTS / 4 * 3)
-#define LF_REFUSED      0xFFFFu
+#define LF_COUNTING     0xFFFFu             /* lf_entry_t.bin: the pair is still counting */
+#define LF_WRAPPER      0xFFFEu             /* lf_entry_t.bin: ctx is a wrapper's (walk to the site) */
+#define LF_INTENSE_Q    0xFFFFu             /* lf_entry_t.qsize of a context's "intense" mark */
 
 enum { KIND_LF_BLOCK = KIND_DESIGN };
 
@@ -77,14 +82,14 @@ typedef struct lf_bin {
 
 typedef struct lf_entry {
   uintptr_t ctx;        /* return address of the site (0: empty slot) */
-  uint16_t qsize;       /* size in quanta (0: the context's "intense" mark) */
-  uint16_t bin;         /* 0 while counting, a custom bin, or LF_REFUSED */
+  uint16_t qsize;       /* size in quanta (LF_INTENSE_Q: the context's "intense" mark) */
+  uint16_t bin;         /* LF_COUNTING, else the bin that serves the pair: custom or standard */
   uint32_t count;       /* allocations seen while counting */
 } lf_entry_t;
 
 /* LF's own counters, per heap (owner only), summed by locus_lf_stats_json. */
 #define LF_COUNTERS(X) \
-  X(custom_allocs) X(bins_created) X(bins_refused) X(pairs) X(table_full) X(intense) \
+  X(custom_blocks) X(bins_created) X(bins_refused) X(bins_unneeded) X(pairs) X(table_full) X(intense) \
   X(wrapper_walks) X(walks_failed)
 
 typedef struct lf_counters {
@@ -95,13 +100,21 @@ typedef struct lf_counters {
 
 typedef struct design_heap {
   lf_bin_t bins[LF_MAX_BINS];
-  lf_entry_t *table;    /* lf: the site table (NULL: none yet, or none could be mapped) */
+  lf_entry_t *table;    /* lf: the site table (lf_no_table: none yet, or none could be mapped) */
   uint32_t serial;      /* blocks made so far (salts the markers) */
   uint32_t nbins;       /* bins in use: standard + custom */
   lf_counters_t lf;
 } design_heap_t;
 
 #define DESIGN_PLAIN_HOOKS 1   /* counters in h->stats and lf_counters, no foreign cache (heap.h) */
+/* heap_empty's table, and a heap's whose table could not be mapped: all empty slots, never
+ * written (untouched .bss: the zero page), so the fast path needs no test for "no table". */
+#if LOCUS_LF
+static lf_entry_t lf_no_table[LF_TABLE_SLOTS];
+#define DESIGN_EMPTY_HEAP { .bins = { { NULL, 0, 0 } }, .table = lf_no_table }
+#else
+#define lf_no_table ((lf_entry_t *)NULL)
 #define DESIGN_EMPTY_HEAP { .bins = { { NULL, 0, 0 } } }
+#endif
 
 #endif
