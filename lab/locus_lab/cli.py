@@ -3,6 +3,7 @@
   locus compare [options] [-- COMMAND ...]   a program or the default suite, every allocator
   locus trace [-o FILE] -- COMMAND ...       record every malloc-family call
   locus trace stats FILE                     statistics of a trace
+  locus replay TRACE [--allocators ...]      a recorded trace replayed under each allocator
   locus report DIR                           re-draw tables, plots and report from saved runs
   locus list                                 allocators, workloads and tools found
   locus sites [--library NAME] -- COMMAND    per-call-site statistics (LOCUS_SITES)
@@ -26,6 +27,7 @@ from . import runner, suite, trace
 from .sites import cmd_sites
 from .common import LabError, find_paths, human_bytes
 from .compare import CompareOptions, run_compare, run_report
+from .replay import ReplayOptions, run_replay
 
 
 QUICK_STATS_LIMIT = 5_000_000  # records; `locus trace` summarises smaller traces at once
@@ -130,6 +132,38 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top", type=_positive_int, default=10, metavar="N",
                    help="call sites to list (default 10)")
 
+    rp = sub.add_parser("replay", help="replay a recorded trace under each allocator",
+                        description="Replay TRACE (from `locus trace`) under each allocator "
+                        "with the C replay driver: time, peak memory, fragmentation, the heap "
+                        "profile over time, and with --instructions the allocator's "
+                        "instructions (callgrind). Writes a results folder like compare.")
+    rp.add_argument("traces", nargs="+", metavar="TRACE")
+    rp.add_argument("--allocators", "-a", metavar="NAME,...",
+                    help="allocators (default: every one found); NAME=LIB.so adds your own")
+    rp.add_argument("--repetitions", "-r", type=_positive_int, metavar="N",
+                    help="replays per allocator and trace (default 3, --quick 1)")
+    rp.add_argument("--quick", action="store_true", help="one repetition")
+    rp.add_argument("--output", "-o", metavar="DIR",
+                    help="results folder (default: locus-results/<date-time>)")
+    rp.add_argument("--instructions", action="store_true",
+                    help="also one callgrind run per allocator counting the instructions and "
+                    "simulated cache misses inside the allocator's calls (slow)")
+    rp.add_argument("--ordered", action="store_true",
+                    help="replay in the trace's global event order, one call at a time "
+                    "(exact profiles; slower with several threads)")
+    rp.add_argument("--lenient", action="store_true",
+                    help="skip releases of blocks the trace never allocated instead of "
+                    "refusing the trace")
+    rp.add_argument("--pid", type=int, metavar="PID",
+                    help="of a process tree's traces (TRACE and TRACE.<pid>), replay this "
+                    "process's (default: TRACE, or the busiest process when TRACE is empty)")
+    rp.add_argument("--baseline", metavar="NAME", help="normalise to this allocator "
+                    "(default glibc)")
+    rp.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS",
+                    help="end a replay that takes longer (default 600)")
+    rp.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
+    rp.add_argument("--build-dir", metavar="DIR", help="the build folder")
+
     r = sub.add_parser("report", help="re-draw tables, plots and the report from a results "
                        "folder")
     r.add_argument("folder", metavar="DIR")
@@ -175,6 +209,13 @@ def main(argv: list | None = None) -> int:
                 budget_min=args.budget, suite=args.suite,
                 command=command, name=args.name, argv=argv)
             return run_compare(opts, console)
+        if args.command == "replay":
+            return run_replay(ReplayOptions(
+                traces=[trace.process_trace(t, args.pid) for t in args.traces],
+                allocators=args.allocators, repetitions=args.repetitions, quick=args.quick,
+                output=args.output, instructions=args.instructions, ordered=args.ordered,
+                lenient=args.lenient, timeout=args.timeout, build_dir=args.build_dir,
+                baseline=args.baseline, plots=args.plots, argv=argv), console)
         if args.command == "sites":
             return cmd_sites(args, command, console)
         if command and args.command != "trace":
