@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--plot", metavar="PNG", help="also draw the memory profile and histograms")
     s.add_argument("--top", type=_positive_int, default=10, metavar="N",
                    help="call sites to list (default 10)")
+    s.add_argument("--pid", type=int, metavar="PID",
+                   help="of a process tree's traces (FILE and FILE.<pid>), this process's "
+                   "(default: FILE's, or the busiest process's when FILE recorded nothing)")
 
     rp = sub.add_parser("replay", help="replay a recorded trace under each allocator",
                         description="Replay TRACE (from `locus trace`) under each allocator "
@@ -210,8 +213,15 @@ def main(argv: list | None = None) -> int:
                 command=command, name=args.name, argv=argv)
             return run_compare(opts, console)
         if args.command == "replay":
+            traces = []
+            for given in args.traces:
+                traces.append(trace.process_trace(given, args.pid))
+                if traces[-1] != given:
+                    console.print(f"[yellow]note:[/yellow] {given}: replaying {traces[-1]}"
+                                  + ("" if args.pid else " (the busiest process of the "
+                                     "tree; --pid PID for another)"))
             return run_replay(ReplayOptions(
-                traces=[trace.process_trace(t, args.pid) for t in args.traces],
+                traces=traces,
                 allocators=args.allocators, repetitions=args.repetitions, quick=args.quick,
                 output=args.output, instructions=args.instructions, ordered=args.ordered,
                 lenient=args.lenient, timeout=args.timeout, build_dir=args.build_dir,
@@ -271,12 +281,15 @@ def cmd_trace(args, command: list, console: Console) -> int:
             err.print(f"{f}: peak live {human_bytes(s.get('peak_live_bytes', 0))}, "
                       f"{s.get('allocations', 0):,} allocations")
     else:
-        main_file = files[0]
-        t = trace.read_trace(main_file)
-        size = main_file.stat().st_size
-        err.print(f"wrote {main_file} ({t.header['records']:,} records, {human_bytes(size)})"
-                  + (f" and {len(files) - 1} child-process trace(s): "
-                     + ", ".join(f.name for f in files[1:]) if len(files) > 1 else ""))
+        rows = trace.process_table(out)
+        if len(rows) > 1:
+            print_processes(err, rows, f"{len(rows)} processes traced, busiest first")
+        shown = Path(trace.process_trace(out))
+        t = trace.read_trace(shown)
+        err.print(f"wrote {shown} ({t.header['records']:,} records, "
+                  f"{human_bytes(shown.stat().st_size)}; process {t.header['pid']} "
+                  f"({t.header['comm']}))" + (f"; {len(files) - 1} more process trace(s) "
+                                               f"{out.name}.<pid>" if len(files) > 1 else ""))
         if len(t.records) <= QUICK_STATS_LIMIT:  # larger traces take a while: on request
             stats = trace.compute_stats(t.records, profile_points=10)
             err.print(f"  objects {stats['total_objects']:,}, max in use "
@@ -284,20 +297,52 @@ def cmd_trace(args, command: list, console: Console) -> int:
                       f"{stats['average_size']:.0f} B, max bytes in use "
                       f"{human_bytes(stats['max_bytes_in_use'])}, total/max "
                       f"{stats['total_over_max']:.1f}")
-        err.print(f"  statistics: locus trace stats {args.output}")
+        err.print(f"  statistics: locus trace stats {args.output}"
+                  + (" [--pid PID]" if len(rows) > 1 else ""))
     if res.ok:
         return 0
     return res.exit_code if res.exit_code else 1
 
 
+PROCESSES_SHOWN = 15
+
+
+def print_processes(console: Console, rows: list, title: str) -> None:
+    """The processes of a traced tree (trace.process_table), the busiest first."""
+    t = Table(title=title, title_justify="left", caption_justify="left",
+              caption=f"{sum(r['records'] for r in rows):,} records in all")
+    for col, just in (("pid", "right"), ("parent", "right"), ("program", "left"),
+                      ("records", "right"), ("file", "left")):
+        t.add_column(col, justify=just)
+    for r in rows[:PROCESSES_SHOWN]:
+        t.add_row(str(r["pid"]), str(r["ppid"]), r["comm"], f"{r['records']:,}",
+                  Path(r["file"]).name)
+    if len(rows) > PROCESSES_SHOWN:
+        rest = rows[PROCESSES_SHOWN:]
+        t.add_row("", "", f"{len(rest)} more", f"{sum(r['records'] for r in rest):,}", "")
+    console.print(t)
+
+
 def cmd_trace_stats(args, console: Console) -> int:
-    stats = trace.file_stats(args.file)
-    stats = dict(stats)
+    """Statistics of one process. Given the base name of a tree (FILE with FILE.<pid>
+    beside it), the processes are listed and the one shown is FILE's, or the busiest when
+    FILE recorded nothing (a wrapper that started the real program), or --pid's."""
+    chosen = trace.process_trace(args.file, args.pid)
+    rows = trace.process_table(args.file) if Path(chosen) != Path(args.file) or \
+        trace.trace_files(Path(args.file))[1:] else []
+    stats = dict(trace.file_stats(chosen))
+    if len(rows) > 1:
+        stats["processes"] = rows
     if args.plot:
         plot_trace(stats, args.plot)
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0
+    if len(rows) > 1:
+        print_processes(console, rows, f"{args.file}: {len(rows)} processes traced, busiest "
+                        f"first (--pid PID for another)")
+        console.print(f"showing process {stats['header']['pid']} ({stats['header']['comm']}): "
+                      f"{chosen}")
     print_trace_stats(console, stats, args.top)
     if args.plot:
         console.print(f"wrote {args.plot}")
