@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="call sites to list (default 10)")
     s.add_argument("--pid", type=int, metavar="PID",
                    help="of a process tree's traces (FILE and FILE.<pid>), this process's "
-                   "(default: FILE's, or the busiest process's when FILE recorded nothing)")
+                   "(default: the busiest process's)")
 
     rp = sub.add_parser("replay", help="replay a recorded trace under each allocator",
                         description="Replay TRACE (from `locus trace`) under each allocator "
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "refusing the trace")
     rp.add_argument("--pid", type=int, metavar="PID",
                     help="of a process tree's traces (TRACE and TRACE.<pid>), replay this "
-                    "process's (default: TRACE, or the busiest process when TRACE is empty)")
+                    "process's (default: the busiest process's)")
     rp.add_argument("--baseline", metavar="NAME", help="normalise to this allocator "
                     "(default glibc)")
     rp.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS",
@@ -325,11 +325,10 @@ def print_processes(console: Console, rows: list, title: str) -> None:
 
 def cmd_trace_stats(args, console: Console) -> int:
     """Statistics of one process. Given the base name of a tree (FILE with FILE.<pid>
-    beside it), the processes are listed and the one shown is FILE's, or the busiest when
-    FILE recorded nothing (a wrapper that started the real program), or --pid's."""
+    beside it), the processes are listed and the one shown is the busiest (the program a
+    wrapper started), or --pid's."""
     chosen = trace.process_trace(args.file, args.pid)
-    rows = trace.process_table(args.file) if Path(chosen) != Path(args.file) or \
-        trace.trace_files(Path(args.file))[1:] else []
+    rows = trace.process_table(args.file)
     stats = dict(trace.file_stats(chosen))
     if len(rows) > 1:
         stats["processes"] = rows

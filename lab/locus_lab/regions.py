@@ -482,13 +482,15 @@ def draw_profiles(path: Path, panels: list, live_label: str) -> bool:
     fig, ax = plt.subplots(len(panels), 1, figsize=(11, 3.6 * len(panels)), squeeze=False)
     axes = [a[0] for a in ax]
     cmap = plt.get_cmap("tab20")
+    def positive(data, column):  # a log scale: samples of nothing held are left out
+        return [d[0] for d in data if d[column] > 0], \
+            [d[column] / 1024 for d in data if d[column] > 0]
+
     for axis, (name, curves) in zip(axes, panels):
-        first = curves[0][1]
-        axis.plot([d[0] for d in first], [max(d[1], 1) / 1024 for d in first], color="black",
-                  linewidth=1.6, label=live_label)
+        axis.plot(*positive(curves[0][1], 1), color="black", linewidth=1.6, label=live_label)
         for i, (label, data) in enumerate(curves):
-            axis.plot([d[0] for d in data], [max(d[2], 1) / 1024 for d in data],
-                      linewidth=0.8, color=cmap(i % cmap.N), label=f"held: {label}")
+            axis.plot(*positive(data, 2), linewidth=0.8, color=cmap(i % cmap.N),
+                      label=f"held: {label}")
         axis.set_yscale("log")
         axis.set_ylabel(f"{name}: KiB")
         axis.set_xlabel("allocation time (allocations)")

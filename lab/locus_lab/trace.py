@@ -151,27 +151,18 @@ def process_table(base) -> list:
 
 
 def process_trace(path, pid: int | None = None) -> str:
-    """The trace of one process of a tree traced into `path`: with `pid`, that process's
-    file; without, `path` itself unless it holds no records while its children's files do
-    (the program was started through a wrapper: a shell script, a shim), then the busiest
-    child's. A path that exists and names no tree is returned as it is."""
-    base = Path(path)
-    if pid is None and base.is_file() and not re.search(r"\.\d+$", base.name):
-        try:
-            if read_header(base)["records"] > 0:
-                return str(path)
-        except LabError:
-            return str(path)
-    rows = process_table(base)
+    """The trace of one process of a tree traced into `path` (FILE and FILE.<pid>): with
+    `pid`, that process's; without, the busiest process's (the most records; FILE on a tie),
+    which is the program itself when a wrapper (a shell script, a shim, a compiler driver)
+    started it. A file with no FILE.<pid> beside it is returned as it is."""
+    rows = process_table(Path(path))
     if pid is not None:
         match = [r for r in rows if r["pid"] == pid]
         if not match:
             known = ", ".join(str(r["pid"]) for r in rows) or "none"
             raise LabError(f"no trace of process {pid} in {path} (processes traced: {known})")
         return match[0]["file"]
-    if not rows:
-        return str(path)
-    return rows[0]["file"] if rows[0]["records"] else str(path)
+    return rows[0]["file"] if len(rows) > 1 else str(path)
 
 
 def read_summary(path) -> dict:

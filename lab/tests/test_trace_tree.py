@@ -59,17 +59,18 @@ def test_trace_stats_picks_a_process(tree):
     assert "no trace of process 1" in r.stderr
 
 
-def test_process_trace_keeps_a_main_file_that_recorded(tmp_path):
+def test_process_trace_picks_the_busiest_or_the_pid(tmp_path):
     out = tmp_path / "t.trace"
-    trace.write_trace(out, [(0, 0x1000, 8, 1, 0, 1, 0)], pid=10)
+    trace.write_trace(out, [(0, 0x1000, 8, 1, 0, 1, 0)] * 5, pid=10)
     trace.write_trace(tmp_path / "t.trace.11", [(0, 0x1000, 8, 1, 0, 1, 0)] * 5, pid=11)
-    assert trace.process_trace(out) == str(out)
+    assert trace.process_trace(out) == str(out)        # a tie: the main file
     assert trace.process_trace(out, 11) == str(tmp_path / "t.trace.11")
     assert trace.process_trace(out, 10) == str(out)
     with pytest.raises(LabError):
         trace.process_trace(out, 12)
-    out.write_bytes(out.read_bytes()[:80])    # the main process recorded nothing
+    out.write_bytes(out.read_bytes()[:80 + 24])        # the child is now the busiest
     assert trace.process_trace(out) == str(tmp_path / "t.trace.11")
+    assert trace.process_trace(tmp_path / "t.trace.11") == str(tmp_path / "t.trace.11")
 
 
 def test_replay_of_the_base_name_replays_the_busiest(tree, tmp_path):
