@@ -23,6 +23,7 @@ replay (profiles/<trace>__<allocator>.csv), drawn per trace with one held curve 
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 import time
@@ -38,7 +39,7 @@ from .compare import (_base_environment, _choose_allocators, _fmt_duration, _int
 from .regions import PROFILES, draw_profiles, read_profile
 
 SUITE = "replay"
-CALLGRIND_SLOWDOWN = 150    # callgrind with cache simulation, relative to the replay
+CALLGRIND_SLOWDOWN = 40     # callgrind with cache simulation, relative to a replay run
 PROFILE_PNG = "heap_profile.png"
 
 
@@ -103,10 +104,11 @@ def check_trace(program: Path, path: Path, lenient: bool, env: dict) -> dict:
 
 
 def workload_names(traces: list) -> list:
-    """A table name per trace: its file name without .trace, made unique."""
+    """A table name per trace: its file name without .trace (gcc.trace.4282: gcc.4282),
+    made unique."""
     names = []
     for t in traces:
-        base = t.name[:-len(".trace")] if t.name.endswith(".trace") else t.name
+        base = re.sub(r"\.trace(\.\d+)?$", r"\1", t.name) or t.name
         name, k = base, 2
         while name in names:
             name, k = f"{base}-{k}", k + 1
