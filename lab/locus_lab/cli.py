@@ -3,6 +3,7 @@
   locus compare [options] [-- COMMAND ...]   a program or the default suite, every allocator
   locus trace [-o FILE] -- COMMAND ...       record every malloc-family call
   locus trace stats FILE                     statistics of a trace
+  locus replay TRACE [--allocators ...]      a recorded trace replayed under each allocator
   locus report DIR                           re-draw tables, plots and report from saved runs
   locus list                                 allocators, workloads and tools found
   locus sites [--library NAME] -- COMMAND    per-call-site statistics (LOCUS_SITES)
@@ -26,6 +27,7 @@ from . import runner, suite, trace
 from .sites import cmd_sites
 from .common import LabError, find_paths, human_bytes
 from .compare import CompareOptions, run_compare, run_report
+from .replay import ReplayOptions, run_replay
 
 
 QUICK_STATS_LIMIT = 5_000_000  # records; `locus trace` summarises smaller traces at once
@@ -129,6 +131,41 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--plot", metavar="PNG", help="also draw the memory profile and histograms")
     s.add_argument("--top", type=_positive_int, default=10, metavar="N",
                    help="call sites to list (default 10)")
+    s.add_argument("--pid", type=int, metavar="PID",
+                   help="of a process tree's traces (FILE and FILE.<pid>), this process's "
+                   "(default: the busiest process's)")
+
+    rp = sub.add_parser("replay", help="replay a recorded trace under each allocator",
+                        description="Replay TRACE (from `locus trace`) under each allocator "
+                        "with the C replay driver: time, peak memory, fragmentation, the heap "
+                        "profile over time, and with --instructions the allocator's "
+                        "instructions (callgrind). Writes a results folder like compare.")
+    rp.add_argument("traces", nargs="+", metavar="TRACE")
+    rp.add_argument("--allocators", "-a", metavar="NAME,...",
+                    help="allocators (default: every one found); NAME=LIB.so adds your own")
+    rp.add_argument("--repetitions", "-r", type=_positive_int, metavar="N",
+                    help="replays per allocator and trace (default 3, --quick 1)")
+    rp.add_argument("--quick", action="store_true", help="one repetition")
+    rp.add_argument("--output", "-o", metavar="DIR",
+                    help="results folder (default: locus-results/<date-time>)")
+    rp.add_argument("--instructions", action="store_true",
+                    help="also one callgrind run per allocator counting the instructions and "
+                    "simulated cache misses inside the allocator's calls (slow)")
+    rp.add_argument("--ordered", action="store_true",
+                    help="replay in the trace's global event order, one call at a time "
+                    "(exact profiles; slower with several threads)")
+    rp.add_argument("--lenient", action="store_true",
+                    help="skip releases of blocks the trace never allocated instead of "
+                    "refusing the trace")
+    rp.add_argument("--pid", type=int, metavar="PID",
+                    help="of a process tree's traces (TRACE and TRACE.<pid>), replay this "
+                    "process's (default: the busiest process's)")
+    rp.add_argument("--baseline", metavar="NAME", help="normalise to this allocator "
+                    "(default glibc)")
+    rp.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS",
+                    help="end a replay that takes longer (default 600)")
+    rp.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
+    rp.add_argument("--build-dir", metavar="DIR", help="the build folder")
 
     r = sub.add_parser("report", help="re-draw tables, plots and the report from a results "
                        "folder")
@@ -175,6 +212,20 @@ def main(argv: list | None = None) -> int:
                 budget_min=args.budget, suite=args.suite,
                 command=command, name=args.name, argv=argv)
             return run_compare(opts, console)
+        if args.command == "replay":
+            traces = []
+            for given in args.traces:
+                traces.append(trace.process_trace(given, args.pid))
+                if traces[-1] != given:
+                    console.print(f"[yellow]note:[/yellow] {given}: replaying {traces[-1]}"
+                                  + ("" if args.pid else " (the busiest process of the "
+                                     "tree; --pid PID for another)"))
+            return run_replay(ReplayOptions(
+                traces=traces,
+                allocators=args.allocators, repetitions=args.repetitions, quick=args.quick,
+                output=args.output, instructions=args.instructions, ordered=args.ordered,
+                lenient=args.lenient, timeout=args.timeout, build_dir=args.build_dir,
+                baseline=args.baseline, plots=args.plots, argv=argv), console)
         if args.command == "sites":
             return cmd_sites(args, command, console)
         if command and args.command != "trace":
@@ -230,12 +281,15 @@ def cmd_trace(args, command: list, console: Console) -> int:
             err.print(f"{f}: peak live {human_bytes(s.get('peak_live_bytes', 0))}, "
                       f"{s.get('allocations', 0):,} allocations")
     else:
-        main_file = files[0]
-        t = trace.read_trace(main_file)
-        size = main_file.stat().st_size
-        err.print(f"wrote {main_file} ({t.header['records']:,} records, {human_bytes(size)})"
-                  + (f" and {len(files) - 1} child-process trace(s): "
-                     + ", ".join(f.name for f in files[1:]) if len(files) > 1 else ""))
+        rows = trace.process_table(out)
+        if len(rows) > 1:
+            print_processes(err, rows, f"{len(rows)} processes traced, busiest first")
+        shown = Path(trace.process_trace(out))
+        t = trace.read_trace(shown)
+        err.print(f"wrote {shown} ({t.header['records']:,} records, "
+                  f"{human_bytes(shown.stat().st_size)}; process {t.header['pid']} "
+                  f"({t.header['comm']}))" + (f"; {len(files) - 1} more process trace(s) "
+                                               f"{out.name}.<pid>" if len(files) > 1 else ""))
         if len(t.records) <= QUICK_STATS_LIMIT:  # larger traces take a while: on request
             stats = trace.compute_stats(t.records, profile_points=10)
             err.print(f"  objects {stats['total_objects']:,}, max in use "
@@ -243,20 +297,51 @@ def cmd_trace(args, command: list, console: Console) -> int:
                       f"{stats['average_size']:.0f} B, max bytes in use "
                       f"{human_bytes(stats['max_bytes_in_use'])}, total/max "
                       f"{stats['total_over_max']:.1f}")
-        err.print(f"  statistics: locus trace stats {args.output}")
+        err.print(f"  statistics: locus trace stats {args.output}"
+                  + (" [--pid PID]" if len(rows) > 1 else ""))
     if res.ok:
         return 0
     return res.exit_code if res.exit_code else 1
 
 
+PROCESSES_SHOWN = 15
+
+
+def print_processes(console: Console, rows: list, title: str) -> None:
+    """The processes of a traced tree (trace.process_table), the busiest first."""
+    t = Table(title=title, title_justify="left", caption_justify="left",
+              caption=f"{sum(r['records'] for r in rows):,} records in all")
+    for col, just in (("pid", "right"), ("parent", "right"), ("program", "left"),
+                      ("records", "right"), ("file", "left")):
+        t.add_column(col, justify=just)
+    for r in rows[:PROCESSES_SHOWN]:
+        t.add_row(str(r["pid"]), str(r["ppid"]), r["comm"], f"{r['records']:,}",
+                  Path(r["file"]).name)
+    if len(rows) > PROCESSES_SHOWN:
+        rest = rows[PROCESSES_SHOWN:]
+        t.add_row("", "", f"{len(rest)} more", f"{sum(r['records'] for r in rest):,}", "")
+    console.print(t)
+
+
 def cmd_trace_stats(args, console: Console) -> int:
-    stats = trace.file_stats(args.file)
-    stats = dict(stats)
+    """Statistics of one process. Given the base name of a tree (FILE with FILE.<pid>
+    beside it), the processes are listed and the one shown is the busiest (the program a
+    wrapper started), or --pid's."""
+    chosen = trace.process_trace(args.file, args.pid)
+    rows = trace.process_table(args.file)
+    stats = dict(trace.file_stats(chosen))
+    if len(rows) > 1:
+        stats["processes"] = rows
     if args.plot:
         plot_trace(stats, args.plot)
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0
+    if len(rows) > 1:
+        print_processes(console, rows, f"{args.file}: {len(rows)} processes traced, busiest "
+                        f"first (--pid PID for another)")
+        console.print(f"showing process {stats['header']['pid']} ({stats['header']['comm']}): "
+                      f"{chosen}")
     print_trace_stats(console, stats, args.top)
     if args.plot:
         console.print(f"wrote {args.plot}")

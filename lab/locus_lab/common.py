@@ -1,13 +1,17 @@
 """Things every module of the lab shares: the user-facing error, and where the repository is."""
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 LAB_DIR = Path(__file__).resolve().parent.parent  # lab/
 SUITE_DIR = LAB_DIR / "suite"
 TRACER_SOURCE = LAB_DIR / "tracer" / "locus_tracer.c"
+REPLAY_SOURCE = LAB_DIR / "replay" / "locus_replay.c"
 
 
 class LabError(Exception):
@@ -50,6 +54,30 @@ def cache_dir() -> Path:
     path = Path(base) / "locus-lab"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def built_or_compiled(built: Path, source: Path, what: str, flags: list,
+                      libs: list = ()) -> Path:
+    """The lab's C helpers (the tracer, the replay driver): `built` (by `make`) when it is at
+    least as new as `source`; otherwise `source` compiled with cc into the cache folder, keyed
+    by the source's hash, so an edited source is never run stale."""
+    if built.exists() and built.stat().st_mtime >= source.stat().st_mtime:
+        return built
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    target = cache_dir() / f"{built.stem}-{digest}{built.suffix}"
+    if target.exists():
+        return target
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise LabError(f"no C compiler (cc) to build the {what}; run `make` instead")
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    cmd = [cc, *flags, "-o", str(tmp), str(source), *libs]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise LabError(f"cannot build the {what}: "
+                       + (r.stderr.strip().splitlines() or ["?"])[0])
+    tmp.replace(target)
+    return target
 
 
 def human_bytes(n: float | None) -> str:

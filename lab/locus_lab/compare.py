@@ -650,6 +650,11 @@ def run_report(folder: str, console: Console, plots: bool = True) -> int:
         files = draw(Path(folder), meta, runs, console, plots)
         console.print(f"\nwrote {folder}/: " + ", ".join(files))
         return 0
+    if meta.get("suite") == "replay":
+        from . import replay  # replay builds on this module
+        files = replay.draw(Path(folder), meta, runs, console, plots)
+        console.print(f"\nwrote {folder}/: " + ", ".join(files))
+        return 0
     summary = results.summarise(meta, runs)
     report.print_summary(console, summary, meta)
     files = report.write_all(Path(folder), summary, meta, results.rows(summary), runs,

@@ -471,6 +471,38 @@ def read_profile(path: Path) -> list:
     return out
 
 
+def draw_profiles(path: Path, panels: list, live_label: str) -> bool:
+    """Seed 004 Fig. 5: per panel (name, [(label, rows of read_profile)]), the live curve
+    (black, from the first curve: the program's requests are the same in every run) and one
+    held curve per run, over allocation time, log scale. False when there is nothing to draw."""
+    panels = [(name, curves) for name, curves in panels if curves]
+    if not panels:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(len(panels), 1, figsize=(11, 3.6 * len(panels)), squeeze=False)
+    axes = [a[0] for a in ax]
+    cmap = plt.get_cmap("tab20")
+    def positive(data, column):  # a log scale: samples of nothing held are left out
+        return [d[0] for d in data if d[column] > 0], \
+            [d[column] / 1024 for d in data if d[column] > 0]
+
+    for axis, (name, curves) in zip(axes, panels):
+        axis.plot(*positive(curves[0][1], 1), color="black", linewidth=1.6, label=live_label)
+        for i, (label, data) in enumerate(curves):
+            axis.plot(*positive(data, 2), linewidth=0.8, color=cmap(i % cmap.N),
+                      label=f"held: {label}")
+        axis.set_yscale("log")
+        axis.set_ylabel(f"{name}: KiB")
+        axis.set_xlabel("allocation time (allocations)")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=6, ncol=3, loc="upper left")
+    axes[0].set_title("Memory held and memory live over allocation time (seed 004 Fig. 5)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return True
+
+
 def plot_all(folder: Path, summary: dict) -> list:
     plt = _pyplot()
     written = []
@@ -490,35 +522,12 @@ def plot_all(folder: Path, summary: dict) -> list:
     written.append("regions_memory.png")
 
     profiles = folder / PROFILES
-    works = [w for w in summary["workloads"]
-             if any(read_profile(profiles / f"{Config(w, c['mode'], c['allocator']).stem}.csv")
-                    for c in summary["configs"] if c["workload"] == w)]
-    if works:
-        fig, ax = plt.subplots(len(works), 1, figsize=(11, 3.6 * len(works)), squeeze=False)
-        axes = [a[0] for a in ax]
-        cmap = plt.get_cmap("tab20")
-        for axis, w in zip(axes, works):
-            live_drawn = False
-            mine = [c for c in summary["configs"] if c["workload"] == w]
-            for i, c in enumerate(mine):
-                data = read_profile(profiles / f"{Config(**c).stem}.csv")
-                if not data:
-                    continue
-                t = [d[0] for d in data]
-                if not live_drawn:
-                    axis.plot(t, [d[1] / 1024 for d in data], color="black", linewidth=1.6,
-                              label="live (every mode)")
-                    live_drawn = True
-                axis.plot(t, [max(d[2], 1) / 1024 for d in data], linewidth=0.8,
-                          color=cmap(i % cmap.N), label=f"held: {c['mode']} / {c['allocator']}")
-            axis.set_yscale("log")
-            axis.set_ylabel(f"{w}: KiB")
-            axis.set_xlabel("allocation time (allocations)")
-            axis.grid(alpha=0.3)
-            axis.legend(fontsize=6, ncol=3, loc="upper left")
-        axes[0].set_title("Memory held and memory live over allocation time (seed 004 Fig. 5)")
-        fig.tight_layout()
-        fig.savefig(folder / "regions_profile.png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
+    panels = []
+    for w in summary["workloads"]:
+        curves = [(f"{c['mode']} / {c['allocator']}",
+                   read_profile(profiles / f"{Config(**c).stem}.csv"))
+                  for c in summary["configs"] if c["workload"] == w]
+        panels.append((w, [(label, rows) for label, rows in curves if rows]))
+    if draw_profiles(folder / "regions_profile.png", panels, "live (every mode)"):
         written.append("regions_profile.png")
     return written

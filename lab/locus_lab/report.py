@@ -463,7 +463,10 @@ def md_failures(title: str, cells, label) -> list:
     return out + [""]
 
 
-def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None:
+def write_markdown(folder: Path, summary: dict, meta: dict, plots: list,
+                   extra: list = ()) -> None:
+    """report.md; `extra`: Markdown lines of a caller's own sections (`locus replay`'s),
+    placed after the results and before the allocators."""
     base = summary["baseline"]
     m = meta.get("machine", {})
     out = ["# Allocator comparison", ""]
@@ -506,6 +509,7 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
                 "ratio._", ""] + heap + [""]
     out += md_failures("Failures", summary["cells"].values(),
                        lambda c: f"{c['workload']} under {c['allocator']}")
+    out += list(extra)
     out += ["## Allocators", "", "| name | kind | library | version |", "|---|---|---|---|"]
     for a in meta.get("allocators", []):
         out.append(f"| {a['name']} | {a['kind']} | {a.get('library') or '(none: the C library)'}"
@@ -541,14 +545,14 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
 
 
 def write_all(folder: Path, summary: dict, meta: dict, rows: list, runs: list,
-              plots: bool = True) -> list:
+              plots: bool = True, extra_markdown: list = ()) -> list:
     folder = Path(folder)
     try:
         write_csv(folder / "runs.csv", runs)
         write_csv(folder / "summary.csv", rows)
         write_json(folder / "summary.json", summary, rows)
         written = plot_all(folder, summary) if plots else []
-        write_markdown(folder, summary, meta, written)
+        write_markdown(folder, summary, meta, written, extra_markdown)
     except OSError as e:
         raise LabError(f"cannot write the report into {folder}: {e.strerror or e}") from None
     return ["report.md", "summary.csv", "summary.json", "runs.csv", *written]

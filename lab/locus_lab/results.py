@@ -22,7 +22,9 @@ FORMAT_VERSION = 1
 DERIVED_FILES = ("report.md", "summary.csv", "summary.json", "runs.csv", "time.png",
                  "memory.png", "frag.png", "cache.png",
                  # `--suite regions` (regions.py)
-                 "regions_time.png", "regions_memory.png", "regions_profile.png")
+                 "regions_time.png", "regions_memory.png", "regions_profile.png",
+                 # `locus replay` (replay.py)
+                 "heap_profile.png")
 
 TIME_METRICS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "peak_anon_kib", "minflt", "majflt")
 NORMALISED = {"wall_s": "wall_norm", "user_s": "user_norm", "sys_s": "sys_norm",

@@ -11,18 +11,15 @@ are a running sum of +size at allocations and -size at their releases.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
 import struct
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .common import TRACER_SOURCE, LabError, Paths, cache_dir
+from .common import TRACER_SOURCE, LabError, Paths, built_or_compiled
 
 # ---- the format --------------------------------------------------------------------------
 
@@ -100,7 +97,8 @@ def write_trace(path, records, pid: int = 1, comm: str = "synthetic") -> None:
         f.write(pack(arr).tobytes())
 
 
-def read_trace(path) -> Trace:
+def read_header(path) -> dict:
+    """The header of a trace file, with the number of whole records it holds."""
     try:
         with open(path, "rb") as f:
             raw = f.read(HEADER.size)
@@ -118,15 +116,53 @@ def read_trace(path) -> Trace:
                        f"reads version {VERSION})")
     if bom != BYTE_ORDER_MARK or record_size != RAW.itemsize or header_size < HEADER.size:
         raise LabError(f"{path}: unexpected byte order or record size")
-    count = (size - header_size) // record_size
-    raw = np.fromfile(path, dtype=RAW, count=count, offset=header_size) if count > 0 \
-        else np.zeros(0, dtype=RAW)
-    records = unpack(raw)
-    header = {"version": version, "pid": pid, "ppid": ppid, "start_ns": start_ns,
-              "page_size": page, "flags": flags,
-              "comm": comm.rstrip(b"\0").decode("utf-8", "replace"),
-              "records": int(count), "truncated_bytes": int((size - header_size) % record_size)}
-    return Trace(str(path), header, records)
+    count = max(0, (size - header_size) // record_size)
+    return {"version": version, "pid": pid, "ppid": ppid, "start_ns": start_ns,
+            "page_size": page, "flags": flags,
+            "comm": comm.rstrip(b"\0").decode("utf-8", "replace"),
+            "records": int(count), "header_size": header_size,
+            "truncated_bytes": int(max(0, size - header_size) % record_size)}
+
+
+def read_trace(path) -> Trace:
+    header = read_header(path)
+    count = header["records"]
+    raw = np.fromfile(path, dtype=RAW, count=count, offset=header.pop("header_size")) \
+        if count > 0 else np.zeros(0, dtype=RAW)
+    return Trace(str(path), header, unpack(raw))
+
+
+# ---- a process tree's traces ---------------------------------------------------------------
+
+def process_table(base) -> list:
+    """One row per process of a traced tree (FILE and FILE.<pid>): file, pid, ppid, comm and
+    records, the busiest first (ties: the main file first). Unreadable files are left out."""
+    rows = []
+    for i, f in enumerate(trace_files(Path(base))):
+        try:
+            h = read_header(f)
+        except LabError:
+            continue
+        rows.append({"file": str(f), "main": i == 0 and Path(f) == Path(base),
+                     "pid": h["pid"], "ppid": h["ppid"], "comm": h["comm"],
+                     "records": h["records"]})
+    rows.sort(key=lambda r: (-r["records"], not r["main"]))
+    return rows
+
+
+def process_trace(path, pid: int | None = None) -> str:
+    """The trace of one process of a tree traced into `path` (FILE and FILE.<pid>): with
+    `pid`, that process's; without, the busiest process's (the most records; FILE on a tie),
+    which is the program itself when a wrapper (a shell script, a shim, a compiler driver)
+    started it. A file with no FILE.<pid> beside it is returned as it is."""
+    rows = process_table(Path(path))
+    if pid is not None:
+        match = [r for r in rows if r["pid"] == pid]
+        if not match:
+            known = ", ".join(str(r["pid"]) for r in rows) or "none"
+            raise LabError(f"no trace of process {pid} in {path} (processes traced: {known})")
+        return match[0]["file"]
+    return rows[0]["file"] if len(rows) > 1 else str(path)
 
 
 def read_summary(path) -> dict:
@@ -149,25 +185,9 @@ def read_summary(path) -> dict:
 def tracer_library(paths: Paths) -> Path:
     """build/tools/liblocus_tracer.so when it is at least as new as the source; otherwise
     the source compiled with cc into the lab's cache folder (keyed by the source's hash)."""
-    built = paths.tools / "liblocus_tracer.so"
-    if built.exists() and built.stat().st_mtime >= TRACER_SOURCE.stat().st_mtime:
-        return built
-    source = TRACER_SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:16]
-    target = cache_dir() / f"liblocus_tracer-{digest}.so"
-    if target.exists():
-        return target
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        raise LabError("no C compiler (cc) to build the tracer; run `make` instead")
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    cmd = [cc, "-O2", "-g", "-fPIC", "-shared", "-fexceptions", "-pthread", "-Wall",
-           "-o", str(tmp), str(TRACER_SOURCE), "-ldl"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise LabError("cannot build the tracer: " + (r.stderr.strip().splitlines() or ["?"])[0])
-    tmp.replace(target)
-    return target
+    return built_or_compiled(paths.tools / "liblocus_tracer.so", TRACER_SOURCE, "tracer",
+                             ["-O2", "-g", "-fPIC", "-shared", "-fexceptions", "-pthread",
+                              "-Wall"], ["-ldl"])
 
 
 def trace_files(out: Path) -> list:
