@@ -80,7 +80,8 @@ if(lab STREQUAL "venv")
   endif()
   # Not relocatable as a whole (pip writes the path into its scripts), but `locus` runs
   # ${env}/bin/python only, which finds its environment from its own path.
-  file(GLOB_RECURSE env_files LIST_DIRECTORIES false RELATIVE "${root}${env}" "${root}${env}/*")
+  # Its folders are listed too (and the lib64 link): uninstall removes them when empty.
+  file(GLOB_RECURSE env_files LIST_DIRECTORIES true RELATIVE "${root}${env}" "${root}${env}/*")
   list(TRANSFORM env_files PREPEND "${env}/")
   list(APPEND CMAKE_INSTALL_MANIFEST_FILES ${env_files})
 elseif(lab STREQUAL "system")

@@ -117,6 +117,17 @@ if [ "${LAB:-venv}" != none ]; then
     { tail -20 "$work/lab.log"; fail "locus compare from the installed lab"; }
 fi
 
+if command -v cargo >/dev/null 2>&1; then
+  step "Rust: locus with the system feature (the installed library, through pkg-config)"
+  (cd rust && LD_LIBRARY_PATH=$prefix/lib CARGO_TARGET_DIR=$work/cargo \
+     cargo test -q --features system -p locus --test global_allocator > "$work/cargo.log" 2>&1) ||
+    { tail -30 "$work/cargo.log"; fail "cargo test --features system"; }
+  readelf -d "$(ls "$work"/cargo/debug/deps/global_allocator-* | grep -v '\.d$' | head -1)" |
+    grep -q "NEEDED.*\[liblocus.so.$major\]" || fail "the system feature did not link liblocus.so.$major"
+else
+  step "Rust: skipped (no cargo)"
+fi
+
 step "make uninstall"
 make -s uninstall PREFIX="$prefix" > /dev/null || fail "make uninstall"
 left=$(find "$prefix" -mindepth 1 | head -5)
