@@ -112,6 +112,7 @@ set -e
 if [ "${LAB:-venv}" != none ]; then
   step "the lab, outside the source tree"
   (cd "$work" && "$prefix/bin/locus" --help >/dev/null) || fail "locus --help"
+  [ "$("$prefix/bin/locus" --version)" = "locus-lab $version" ] || fail "locus --version is not $version"
   (cd "$work" && "$prefix/bin/locus" compare --quick -a glibc,locus,tp -w churn,python -r 1 --no-plots \
      --output "$work/results" > "$work/lab.log" 2>&1) ||
     { tail -20 "$work/lab.log"; fail "locus compare from the installed lab"; }
