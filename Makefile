@@ -1,11 +1,14 @@
 # Locus: `make` builds every library into build/lib, `make test` runs the whole test suite,
-# `make bench` runs the lab's default comparison into results/.
+# `make bench` runs the lab's default comparison into results/, `make install` installs into
+# PREFIX (and DESTDIR), `make uninstall` removes it again, `make deb` builds the Debian package
+# (docs/packaging.md).
 BUILD   ?= build
+PREFIX  ?= /usr/local
 VENV    ?= .venv
 PYTHON  ?= python3
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: all build configure venv test test-c test-lab bench clean
+.PHONY: all build configure venv test test-c test-lab bench clean install uninstall deb
 
 all: build
 
@@ -31,6 +34,18 @@ test: build venv
 
 bench: build venv
 	$(VENV)/bin/locus compare --output results
+
+# DESTDIR (a staging root) and LAB (venv, system or none: how the lab's `locus` command gets
+# its Python; packaging/finish.cmake) reach the install step through the environment.
+LAB ?= venv
+install: build
+	LAB=$(LAB) cmake --install $(BUILD) --prefix $(PREFIX)
+
+uninstall:
+	packaging/uninstall.sh $(PREFIX)
+
+deb: build
+	packaging/deb.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) results

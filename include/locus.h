@@ -16,11 +16,11 @@
 extern "C" {
 #endif
 
-#define LOCUS_VERSION "0.1.0"
+#define LOCUS_VERSION "0.2.0"
 
 /* ---- identity ------------------------------------------------------------------------- */
 
-/* "0.1.0" */
+/* LOCUS_VERSION: "0.2.0" */
 const char *locus_version(void);
 /* The library's variant name: "vam", "vam-debug", "phk", "phk-hw", ... */
 const char *locus_variant(void);

@@ -1,2 +1,2 @@
 """The Locus lab: run programs under Locus and peer allocators, trace their heaps, compare."""
-__version__ = "0.1.0"
+__version__ = "0.2.0"

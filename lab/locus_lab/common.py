@@ -8,7 +8,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-LAB_DIR = Path(__file__).resolve().parent.parent  # lab/
+# In the repository the lab's data (suite/, tracer/) sits beside this package in lab/. An
+# installed lab (make install, the .deb) has a module written at install time that names its
+# data folder and the folder that stands in for build/ (the libraries' registry, workloads).
+try:
+    from .installed import BUILD_DIR as INSTALLED_BUILD_DIR, LAB_DATA as INSTALLED_LAB_DATA
+except ImportError:
+    INSTALLED_BUILD_DIR = INSTALLED_LAB_DATA = None
+LAB_DIR = Path(INSTALLED_LAB_DATA or Path(__file__).resolve().parent.parent)
 SUITE_DIR = LAB_DIR / "suite"
 TRACER_SOURCE = LAB_DIR / "tracer" / "locus_tracer.c"
 REPLAY_SOURCE = LAB_DIR / "replay" / "locus_replay.c"
@@ -40,8 +47,10 @@ class Paths:
 
 
 def find_paths(build_dir: str | None = None) -> Paths:
-    """The repository is the folder above lab/ (this package lives in lab/locus_lab/)."""
+    """The repository is the folder above lab/ (this package lives in lab/locus_lab/). The
+    build folder is --build-dir, else an installed lab's registry folder, else build/."""
     root = LAB_DIR.parent
+    build_dir = build_dir or INSTALLED_BUILD_DIR
     build = Path(build_dir).resolve() if build_dir else root / "build"
     if build_dir and not build.is_dir():
         raise LabError(f"build folder not found: {build_dir}")
