@@ -49,7 +49,7 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 step "pkg-config: shared"
 # shellcheck disable=SC2046
 cc -O2 -o "$work/app" "$src/app.c" $(pkg-config --cflags --libs locus) || fail "cc with pkg-config locus"
-readelf -d "$work/app" | grep -q "NEEDED.*\[liblocus.so.$major\]" || fail "app does not need liblocus.so.$major"
+readelf -d "$work/app" | grep "NEEDED.*\[liblocus.so.$major\]" >/dev/null || fail "app does not need liblocus.so.$major"
 out=$(LD_LIBRARY_PATH=$prefix/lib "$work/app") || fail "app (pkg-config, shared)"
 [ "$out" = "vam $version ok" ] || fail "app printed '$out'"
 
@@ -57,19 +57,19 @@ step "pkg-config: static (-static, --static)"
 # shellcheck disable=SC2046
 cc -O2 -static -o "$work/app-static" "$src/app.c" $(pkg-config --static --cflags --libs locus-tp) ||
   fail "cc -static with pkg-config --static locus-tp"
-readelf -d "$work/app-static" 2>/dev/null | grep -q NEEDED && fail "app-static is not static"
+readelf -d "$work/app-static" 2>/dev/null | grep NEEDED >/dev/null && fail "app-static is not static"
 out=$("$work/app-static") || fail "app-static"
 [ "$out" = "tp $version ok" ] || fail "app-static printed '$out'"
 
 step "override object, linked first (no LD_PRELOAD, no shared library)"
 cc -O2 -o "$work/app-override" "$(pkg-config --variable=override locus)" "$src/app.c" \
    $(pkg-config --cflags locus) -pthread || fail "cc with the override object"
-readelf -d "$work/app-override" | grep -q "NEEDED.*liblocus" && fail "app-override needs a Locus library"
+readelf -d "$work/app-override" | grep "NEEDED.*liblocus" >/dev/null && fail "app-override needs a Locus library"
 out=$(env -u LD_PRELOAD "$work/app-override") || fail "app-override"
 [ "$out" = "vam $version ok" ] || fail "app-override printed '$out'"
 # The C library's own allocations land in Locus too: a program that never calls malloc
 # itself still counts its calls at exit.
-LOCUS_STATS=1 "$work/app-override" 2>&1 >/dev/null | grep -q "locus: statistics (vam $version)" ||
+LOCUS_STATS=1 "$work/app-override" 2>&1 >/dev/null | grep "locus: statistics (vam $version)" >/dev/null ||
   fail "app-override: LOCUS_STATS=1 printed no statistics"
 
 step "CMake: find_package(locus CONFIG)"
@@ -81,7 +81,7 @@ for t in app_shared:vam app_static:vam app_phk:phk app_override:vam; do
   out=$("$work/cmake/${t%%:*}") || fail "${t%%:*} (CMake)"
   [ "$out" = "${t#*:} $version ok" ] || fail "${t%%:*} printed '$out'"
 done
-readelf -d "$work/cmake/app_static" | grep -q "NEEDED.*liblocus" && fail "app_static needs a Locus library"
+readelf -d "$work/cmake/app_static" | grep "NEEDED.*liblocus" >/dev/null && fail "app_static needs a Locus library"
 # The version file: 0.x releases are compatible within their minor version only.
 cmake -S "$src" -B "$work/cmake-0.1" -DCMAKE_PREFIX_PATH="$prefix" -DLOCUS_WANT=0.1 \
       > "$work/cmake-0.1.log" 2>&1 && fail "find_package(locus 0.1) accepted version $version"
@@ -92,20 +92,20 @@ step "locus-run"
 run=$prefix/bin/locus-run
 err=$("$run" --stats -- python3 -c 'print(sum(len(str(i)) for i in range(100000)))' 2>&1 >/dev/null) ||
   fail "locus-run --stats -- python3"
-echo "$err" | grep -q "locus: statistics (vam $version)" || fail "locus-run --stats: no statistics: $err"
+echo "$err" | grep "locus: statistics (vam $version)" >/dev/null || fail "locus-run --stats: no statistics: $err"
 err=$("$run" --variant phk --verbose -- ls / 2>&1 >/dev/null) || fail "locus-run --variant phk"
-echo "$err" | grep -q "phk" || fail "locus-run --variant phk --verbose did not load phk: $err"
-"$run" --list | grep -q "^medius $prefix/lib/liblocus-medius.so.$major$" || fail "locus-run --list"
+echo "$err" | grep "phk" >/dev/null || fail "locus-run --variant phk --verbose did not load phk: $err"
+"$run" --list | grep "^medius $prefix/lib/liblocus-medius.so.$major$" >/dev/null || fail "locus-run --list"
 set +e
 err=$("$run" -- no-such-command-here 2>&1); rc=$?
-[ $rc -eq 127 ] && [ "$(echo "$err" | wc -l)" -eq 1 ] && echo "$err" | grep -q "command not found: no-such-command-here" ||
+[ $rc -eq 127 ] && [ "$(echo "$err" | wc -l)" -eq 1 ] && echo "$err" | grep "command not found: no-such-command-here" >/dev/null ||
   fail "locus-run with a missing command: status $rc, '$err'"
 err=$("$run" --variant nosuch -- true 2>&1); rc=$?
-[ $rc -eq 127 ] && echo "$err" | grep -q "unknown variant 'nosuch'" || fail "locus-run --variant nosuch: '$err'"
+[ $rc -eq 127 ] && echo "$err" | grep "unknown variant 'nosuch'" >/dev/null || fail "locus-run --variant nosuch: '$err'"
 mv "$prefix/lib/liblocus-lf.so.$version" "$work/"
 err=$("$run" --variant lf -- true 2>&1); rc=$?
 mv "$work/liblocus-lf.so.$version" "$prefix/lib/"
-[ $rc -eq 127 ] && echo "$err" | grep -q "library .*liblocus-lf.so.$major is missing" ||
+[ $rc -eq 127 ] && echo "$err" | grep "library .*liblocus-lf.so.$major is missing" >/dev/null ||
   fail "locus-run with a missing library: '$err'"
 set -e
 
@@ -124,7 +124,7 @@ if command -v cargo >/dev/null 2>&1; then
      cargo test -q --features system -p locus --test global_allocator > "$work/cargo.log" 2>&1) ||
     { tail -30 "$work/cargo.log"; fail "cargo test --features system"; }
   readelf -d "$(ls "$work"/cargo/debug/deps/global_allocator-* | grep -v '\.d$' | head -1)" |
-    grep -q "NEEDED.*\[liblocus.so.$major\]" || fail "the system feature did not link liblocus.so.$major"
+    grep "NEEDED.*\[liblocus.so.$major\]" >/dev/null || fail "the system feature did not link liblocus.so.$major"
 else
   step "Rust: skipped (no cargo)"
 fi
