@@ -86,8 +86,12 @@ static void huge_unmap(void *p, size_t size) {
   atomic_fetch_add_explicit(&os_discard_calls, 1, memory_order_relaxed);
 }
 
+/* The secure build maps one inaccessible page after every OS object (and puts the object
+ * against it): a linear overflow faults at once instead of running into the next mapping. */
+static inline size_t os_obj_guard(void) { return cfg_secure ? os_page_size : 0; }
+
 static void os_obj_unmap(os_obj_t *o) {
-  size_t size = o->map_size;
+  size_t size = o->map_size + os_obj_guard();
   atomic_fetch_sub_explicit(&os_parts_live, o->nparts, memory_order_relaxed);
   segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
   huge_unmap(o, size);
@@ -249,16 +253,19 @@ static bool huge_pool_pick(size_t need, size_t align, bool gather, huge_piece_t 
 /* ---- OS objects -------------------------------------------------------------------------- */
 
 static void *os_obj_alloc(size_t size, size_t align, bool zero) {
-  size_t page = os_page_size;
+  size_t page = os_page_size, user_align = align > QUANTUM ? align : QUANTUM;
   if (align < page) align = page;
   if (size > PTRDIFF_MAX - 2 * align - SEGMENT_SIZE) return NULL;
   size_t offset = align_up(sizeof(os_obj_t), align);   /* header page (or one alignment unit) */
   size_t map_size = align_up(offset + size, page);
+  /* secure: the object ends against the guard page, up to its alignment (the offset only
+   * grows: the aligned-down distance is still at least the header's) */
+  if (cfg_secure) offset = (map_size - size) & ~(user_align - 1);
   size_t base_align = align > SEGMENT_SIZE ? align : SEGMENT_SIZE;
   huge_piece_t take[OS_OBJ_PARTS];
   unsigned ntake = 0;
   bool in_place = false;
-  if (opt.discard != DISCARD_IMMEDIATE) {
+  if (!cfg_secure && opt.discard != DISCARD_IMMEDIATE) {   /* secure: no pool (unmapped on free) */
     uint64_t now = now_ms();
     size_t live = atomic_load_explicit(&os_objects_bytes, memory_order_relaxed);
     bool gather = atomic_load_explicit(&os_parts_live, memory_order_relaxed) < HUGE_PARTS_MAX;
@@ -276,11 +283,12 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
     o = (os_obj_t *)take[0].addr;
     for (unsigned i = 0; i < ntake; i++) ends[nparts++] = (dirty += take[i].len);
   } else {
-    o = os_map_aligned(map_size, base_align);
+    o = os_map_aligned(map_size + os_obj_guard(), base_align);
     if (!o) {
       huge_pool_unmap(take, ntake);
       return NULL;
     }
+    if (os_obj_guard()) mprotect((char *)o + map_size, os_obj_guard(), PROT_NONE);
     for (unsigned i = 0; i < ntake; i++) {
       /* The pages of the piece replace those of the fresh mapping at o + dirty. */
       if (mremap(take[i].addr, take[i].len, take[i].len, MREMAP_MAYMOVE | MREMAP_FIXED, (char *)o + dirty) != MAP_FAILED)
@@ -330,8 +338,8 @@ static void os_obj_free(void *p, const char *call) {
   size_t size = o->map_size;
   size_t live = atomic_fetch_sub_explicit(&os_objects_bytes, size, memory_order_relaxed) - size;
   atomic_fetch_sub_explicit(&os_objects_live, 1, memory_order_relaxed);
-  if (opt.discard == DISCARD_IMMEDIATE || !opt.huge_cache) {
-    os_obj_unmap(o);
+  if (cfg_secure || opt.discard == DISCARD_IMMEDIATE || !opt.huge_cache) {
+    os_obj_unmap(o);   /* secure: a later access to the object faults */
     huge_cache_tick();
     return;
   }
@@ -373,7 +381,7 @@ static bool os_obj_resize(void *p, size_t size) {
     if (need < o->map_size / 2) return false;        /* moving is better than holding waste */
     return true;
   }
-  if (need - o->offset > SIZE_MAX / 2) return false;
+  if (need - o->offset > SIZE_MAX / 2 || cfg_secure) return false;   /* the guard stays put */
   size_t extra = need - o->map_size;
   char *end = (char *)o + o->map_size;
   huge_piece_t take[OS_OBJ_PARTS];
@@ -419,7 +427,7 @@ static bool os_obj_resize(void *p, size_t size) {
 static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   if (unlikely(h == &heap_empty) && !(h = heap_acquire())) return alloc_failed();
   size_t pages = size ? (size + os_page_size - 1) >> os_page_shift : 1;
-  if (size >= opt.os_threshold || size > PTRDIFF_MAX || pages + align / os_page_size > (SEGMENT_SIZE >> os_page_shift) / 2) {
+  if (cfg_secure || size >= opt.os_threshold || size > PTRDIFF_MAX || pages + align / os_page_size > (SEGMENT_SIZE >> os_page_shift) / 2) {
     void *p = os_obj_alloc(size, align, zero);
     return p ? p : alloc_failed();
   }
