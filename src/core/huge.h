@@ -90,6 +90,22 @@ static void huge_unmap(void *p, size_t size) {
  * against it): a linear overflow faults at once instead of running into the next mapping. */
 static inline size_t os_obj_guard(void) { return cfg_secure ? os_page_size : 0; }
 
+/* ... and a canary in the 16 bytes before the object (in its header page), checked on free:
+ * an underflow is reported there. */
+static inline uintptr_t os_obj_canary(const void *at) {
+  return ((uintptr_t)at ^ segment_cookie) * 0x9E3779B97F4A7C15ull;
+}
+static void os_obj_canary_set(char *p) {
+  uintptr_t *w = (uintptr_t *)(p - 16);
+  w[0] = os_obj_canary(w);
+  w[1] = os_obj_canary(w + 1);
+}
+static void os_obj_canary_check(const char *p, const char *call) {
+  const uintptr_t *w = (const uintptr_t *)(p - 16);
+  if (w[0] != os_obj_canary(w) || w[1] != os_obj_canary(w + 1))
+    locus_fatal(call, "heap underflow (canary overwritten) before", p);
+}
+
 static void os_obj_unmap(os_obj_t *o) {
   size_t size = o->map_size + os_obj_guard();
   atomic_fetch_sub_explicit(&os_parts_live, o->nparts, memory_order_relaxed);
@@ -311,6 +327,7 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   atomic_fetch_add_explicit(&os_parts_live, nparts, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_objects_live, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_objects_bytes, map_size, memory_order_relaxed);
+  if (cfg_secure) os_obj_canary_set((char *)o + offset);
   return (char *)o + offset;
 }
 
@@ -335,6 +352,7 @@ static os_obj_t *os_obj_of(const void *p, const char *call) {
 /* A freed object goes to the pool, one piece per part, within what recent demand allows. */
 static void os_obj_free(void *p, const char *call) {
   os_obj_t *o = os_obj_of(p, call);
+  if (cfg_secure) os_obj_canary_check(p, call);
   size_t size = o->map_size;
   size_t live = atomic_fetch_sub_explicit(&os_objects_bytes, size, memory_order_relaxed) - size;
   atomic_fetch_sub_explicit(&os_objects_live, 1, memory_order_relaxed);
