@@ -106,8 +106,11 @@ static void os_obj_canary_check(const char *p, const char *call) {
     locus_fatal(call, "heap underflow (canary overwritten) before", p);
 }
 
+static void guard_note_unmapped(const os_obj_t *o, size_t size);
+
 static void os_obj_unmap(os_obj_t *o) {
   size_t size = o->map_size + os_obj_guard();
+  if (cfg_secure) guard_note_unmapped(o, size);
   atomic_fetch_sub_explicit(&os_parts_live, o->nparts, memory_order_relaxed);
   segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
   huge_unmap(o, size);
@@ -504,6 +507,69 @@ static bool huge_resize(heap_t *h, heap_t *ph, desc_t *r, size_t size) {
   h->stats.bytes_allocated += (pages << os_page_shift) - r->u.huge.usable;
   r->u.huge.usable = pages << os_page_shift;
   return true;
+}
+
+/* ---- naming the faults of the secure build ---------------------------------------------------
+ * A guard page or an unmapped object ends the program with SIGSEGV at the faulting access. So
+ * that it says what happened, like every other check, the secure build installs a SIGSEGV
+ * handler (only where the program has none at start-up; a handler the program installs later
+ * replaces it) that prints one line when the address is a segment's guard page, the guard page
+ * after an own-mapping object, or one of the last GUARD_FREED objects unmapped on free, then
+ * returns with the default action restored: the access faults again and ends the program as it
+ * would have. The handler only reads memory that stays mapped and writes with a raw system call
+ * (print.h). */
+#define GUARD_FREED 64
+static struct { _Atomic uintptr_t start, end, user; } guard_freed[GUARD_FREED];
+static _Atomic unsigned guard_freed_next;
+
+static void guard_note_unmapped(const os_obj_t *o, size_t size) {
+  unsigned i = atomic_fetch_add_explicit(&guard_freed_next, 1, memory_order_relaxed) % GUARD_FREED;
+  atomic_store_explicit(&guard_freed[i].start, 0, memory_order_relaxed);   /* torn reads see none */
+  atomic_store_explicit(&guard_freed[i].end, (uintptr_t)o + size, memory_order_relaxed);
+  atomic_store_explicit(&guard_freed[i].user, (uintptr_t)o + o->offset, memory_order_relaxed);
+  atomic_store_explicit(&guard_freed[i].start, (uintptr_t)o, memory_order_release);
+}
+
+/* What the faulting address a is, in words, and the object it concerns (*at), or NULL. */
+static const char *guard_explain(uintptr_t a, uintptr_t *at) {
+  *at = a;
+  if (segmap_get((void *)a) == GRANULE_SEGMENT &&
+      ((a & SEGMENT_MASK) >> os_page_shift) == (SEGMENT_SIZE >> os_page_shift) - segment_guard_pages())
+    return "heap overflow into the guard page at the end of a segment";
+  /* the object whose last page is just before a's page */
+  uintptr_t g = (a - os_page_size) & ~SEGMENT_MASK;
+  while (g && segmap_get((void *)g) == GRANULE_OS_TAIL) g -= SEGMENT_SIZE;
+  const os_obj_t *o = (const os_obj_t *)g;
+  if (g && segmap_get(o) == GRANULE_OS_HEAD && o->magic == (OS_OBJ_MAGIC ^ g) &&
+      a >= g + o->map_size && a < g + o->map_size + os_obj_guard()) {
+    *at = g + o->offset;
+    return "heap overflow into the guard page after";
+  }
+  for (unsigned i = 0; i < GUARD_FREED; i++) {
+    uintptr_t start = atomic_load_explicit(&guard_freed[i].start, memory_order_acquire);
+    if (start && a >= start && a < atomic_load_explicit(&guard_freed[i].end, memory_order_relaxed)) {
+      *at = atomic_load_explicit(&guard_freed[i].user, memory_order_relaxed);
+      return "use after free of";
+    }
+  }
+  return NULL;
+}
+
+static void guard_fault(int sig, siginfo_t *si, void *ctx) {
+  (void)sig; (void)ctx;
+  uintptr_t at;
+  const char *what = guard_explain((uintptr_t)si->si_addr, &at);
+  if (what) locus_printf(2, "locus: memory access at %p: %s %p\n", si->si_addr, what, (void *)at);
+}   /* SA_RESETHAND restored the default action: the access faults again */
+
+static void guard_fault_install(void) {
+  struct sigaction old, sa;
+  if (sigaction(SIGSEGV, NULL, &old) != 0 || (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL)) return;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = guard_fault;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, NULL);
 }
 
 #endif
