@@ -119,7 +119,7 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  * an object in the quarantine holds vam_qmark(address) in word 0 and is counted in use. */
 #define VAM_QUARANTINE 32
 #define VAM_CANARY ((size_t)(LOCUS_SECURE ? 16 : 0))   /* bytes after each slot's object */
-#define VAM_POISON_MAX 256         /* bytes of a quarantined object poisoned and verified */
+#define VAM_POISON_MAX 64          /* bytes of a quarantined object poisoned and verified */
 #define VAM_SHUFFLE_MAX 256        /* most slots of a block in random order (the rest unused) */
 #if LOCUS_SECURE && (LOCUS_VAM_SMALL_HEADERS || LOCUS_VAM_BITMAP || LOCUS_VAM_SITES)
 #error "the secure build is the flagship with hardening: no ablation knobs"
