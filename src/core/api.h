@@ -110,7 +110,9 @@ static void heap_free_local(heap_t *h, void *p, const char *call) {
  * line so that the common path needs no saved registers. */
 static NOINLINE void free_outside_segments(void *p, unsigned g, const char *call) {
   if (!p) return;
-  if (g == GRANULE_NONE) locus_fatal(call, "invalid pointer", p);
+  uintptr_t user;   /* secure: a big object unmapped on free is still known for a while */
+  if (g == GRANULE_NONE)
+    locus_fatal(call, cfg_secure && guard_freed_find((uintptr_t)p, &user) && user == (uintptr_t)p ? "double free" : "invalid pointer", p);
   int saved = errno;
   os_obj_t *o = os_obj_of(p, call);
   if (o->region) region_free_queued_os(o, p);

@@ -530,6 +530,18 @@ static void guard_note_unmapped(const os_obj_t *o, size_t size) {
   atomic_store_explicit(&guard_freed[i].start, (uintptr_t)o, memory_order_release);
 }
 
+/* Whether a lies in one of the last GUARD_FREED objects unmapped on free; *user: its pointer. */
+static bool guard_freed_find(uintptr_t a, uintptr_t *user) {
+  for (unsigned i = 0; i < GUARD_FREED; i++) {
+    uintptr_t start = atomic_load_explicit(&guard_freed[i].start, memory_order_acquire);
+    if (start && a >= start && a < atomic_load_explicit(&guard_freed[i].end, memory_order_relaxed)) {
+      *user = atomic_load_explicit(&guard_freed[i].user, memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
+}
+
 /* What the faulting address a is, in words, and the object it concerns (*at), or NULL. */
 static const char *guard_explain(uintptr_t a, uintptr_t *at) {
   *at = a;
@@ -545,14 +557,7 @@ static const char *guard_explain(uintptr_t a, uintptr_t *at) {
     *at = g + o->offset;
     return "heap overflow into the guard page after";
   }
-  for (unsigned i = 0; i < GUARD_FREED; i++) {
-    uintptr_t start = atomic_load_explicit(&guard_freed[i].start, memory_order_acquire);
-    if (start && a >= start && a < atomic_load_explicit(&guard_freed[i].end, memory_order_relaxed)) {
-      *at = atomic_load_explicit(&guard_freed[i].user, memory_order_relaxed);
-      return "use after free of";
-    }
-  }
-  return NULL;
+  return guard_freed_find(a, at) ? "use after free of" : NULL;
 }
 
 static void guard_fault(int sig, siginfo_t *si, void *ctx) {
