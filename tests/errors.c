@@ -186,7 +186,7 @@ static const error_case_t cases[] = {
     {"double_free_small", c_double_free_small, "free()", NULL, NULL},
     {"double_free_medium", c_double_free_medium, "free()", NULL, NULL},
     {"double_free_large", c_double_free_large, "free()", NULL, NULL},
-    {"double_free_huge", c_double_free_huge, "free()", NULL, NULL},
+    {"double_free_huge", c_double_free_huge, "free()", "double free", NULL},
     {"double_free_foreign", c_double_free_foreign, "free()", NULL, NULL},
     {"interior_small", c_interior_small, "free()", NULL, NULL},
     {"interior_large", c_interior_large, "free()", NULL, NULL},

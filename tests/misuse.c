@@ -2,21 +2,47 @@
  * child process, with the outcome expected of each allocator family.
  *
  * Outcomes: caught (the child ended abnormally: the allocator's report and abort, or a fault)
- * or missed (it ran to its end). The table says, per family — the Vam builds, the PHK builds
- * (and tp: neither has object headers nor boundary tags), glibc (`system`) — C (caught), M (missed) or ? (either: the outcome depends on layout or
- * on what the misuse overwrote). A case expected caught and missed fails the test: detection
- * regressed. A case expected missed and caught is reported as an improvement (update the
- * table). Under a Locus library a caught case that aborted must also have printed Locus's
- * one-line report (or faulted).
+ * or missed (it ran to its end). The table says, per family — the Vam builds (and medius), the
+ * PHK builds (phk*, tp, pow2, lf: no object headers nor boundary tags), glibc (`system`), and
+ * the secure build (liblocus-secure.so) — C (caught), M (missed) or ? (either: the outcome
+ * depends on layout or on what the misuse overwrote). A case expected caught and missed fails
+ * the test: detection regressed. A case expected missed and caught is reported as an
+ * improvement (update the table). Under a Locus library a caught case that aborted must also
+ * have printed Locus's one-line report (or faulted). The last line gives the counts.
  *
  * Sizes: small 32 B, medium 300 B, large 4000 B (vam: boundary-tagged chunks), page 64 KiB
- * (a run of pages), huge 2 MiB (an own mapping). */
+ * (a run of pages; secure: an own mapping), huge 2 MiB (an own mapping).
+ *
+ *   misuse            run every case
+ *   misuse <case>...  run the named cases (still each in a child) */
 #include "check.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 static volatile char sink;
+
+/* ---- the C++ operators, looked up at run time (this is a C program): the preloaded
+ * library's when it has them, else libstdc++'s over glibc's malloc ------------------------ */
+static void *(*op_new)(size_t), *(*op_new_array)(size_t);
+static void (*op_delete)(void *), (*op_delete_array)(void *), (*op_delete_sized)(void *, size_t);
+
+static void cxx_load(void) {
+  if (!dlsym(RTLD_DEFAULT, "_Znwm")) dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+  void *s[5] = {dlsym(RTLD_DEFAULT, "_Znwm"), dlsym(RTLD_DEFAULT, "_Znam"), dlsym(RTLD_DEFAULT, "_ZdlPv"),
+                dlsym(RTLD_DEFAULT, "_ZdaPv"), dlsym(RTLD_DEFAULT, "_ZdlPvm")};
+  memcpy(&op_new, &s[0], sizeof s[0]);
+  memcpy(&op_new_array, &s[1], sizeof s[1]);
+  memcpy(&op_delete, &s[2], sizeof s[2]);
+  memcpy(&op_delete_array, &s[3], sizeof s[3]);
+  memcpy(&op_delete_sized, &s[4], sizeof s[4]);
+}
+static void cxx_require(void) {
+  if (!op_new || !op_new_array || !op_delete || !op_delete_array || !op_delete_sized) _exit(4);
+}
+
+/* ---- the misuse, by kind (each takes the object size) -------------------------------------- */
 
 /* Neighbours on both sides, so the misused object is not alone in its block or area. */
 static char *with_neighbours(size_t size, char **before, char **after) {
@@ -28,7 +54,8 @@ static char *with_neighbours(size_t size, char **before, char **after) {
   return p;
 }
 
-/* The allocator's later work that may notice: more objects of the size, freed again. */
+/* The allocator's later work that may notice: more objects of the size, freed again (more
+ * than the secure build's quarantine holds, so what was freed before is reused). */
 static void churn_after(size_t size) {
   void *keep[64];
   for (int i = 0; i < 64; i++) keep[i] = malloc(size);
@@ -50,7 +77,7 @@ static void interior_free(size_t size) {
 
 /* Writes `n` bytes just past the end (or, n < 0, before the start), then frees the object and
  * its neighbours and allocates the size again. */
-static void overflow(size_t size, long n) {
+static void overflow_by(size_t size, long n) {
   char *b, *a, *p = with_neighbours(size, &b, &a);
   char *at = opaque_ptr(n >= 0 ? p + size : p + n);
   memset(at, 0xEE, (size_t)(n >= 0 ? n : -n));
@@ -59,9 +86,14 @@ static void overflow(size_t size, long n) {
   free(b);
   churn_after(size);
 }
+static void overflow1(size_t size) { overflow_by(size, 1); }
+static void overflow32(size_t size) { overflow_by(size, 32); }
+static void overflow_1mib(size_t size) { overflow_by(size, 1 << 20); }
+static void underflow1(size_t size) { overflow_by(size, -1); }
+static void underflow32(size_t size) { overflow_by(size, -32); }
+static void underflow_1mib(size_t size) { overflow_by(size, -(1L << 20)); }
 
-/* Writes into an object after freeing it, then allocates the size again (twice over what the
- * freed object's list held). */
+/* Writes into an object after freeing it, then allocates the size again. */
 static void write_after_free(size_t size) {
   char *b, *a, *p = with_neighbours(size, &b, &a);
   free(p);
@@ -78,93 +110,212 @@ static void read_after_free(size_t size) {
   churn_after(size);
 }
 
-static char global_object[64];
+static void realloc_after_free(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  free(p);
+  char *q = realloc(opaque_ptr(p), size * 2);
+  if (q) memset(q, 1, size * 2);
+  churn_after(size);
+}
 
-static void c_double_free_small(void) { double_free(32); }
-static void c_double_free_medium(void) { double_free(300); }
-static void c_double_free_large(void) { double_free(4000); }
-static void c_double_free_page(void) { double_free(64 << 10); }
-static void c_double_free_huge(void) { double_free(2 << 20); }
-static void c_interior_small(void) { interior_free(32); }
-static void c_interior_large(void) { interior_free(4000); }
-static void c_interior_huge(void) { interior_free(2 << 20); }
-static void c_free_stack(void) { char buf[64]; free(opaque_ptr(buf)); }
-static void c_free_global(void) { free(opaque_ptr(global_object)); }
-static void c_overflow1_small(void) { overflow(32, 1); }
-static void c_overflow1_large(void) { overflow(4000, 1); }
-static void c_overflow32_small(void) { overflow(32, 32); }
-static void c_overflow32_large(void) { overflow(4000, 32); }
-static void c_underflow1_small(void) { overflow(32, -1); }
-static void c_underflow1_large(void) { overflow(4000, -1); }
-static void c_underflow16_large(void) { overflow(4000, -16); }
-static void c_overflow_huge_1mib(void) { overflow(2 << 20, 1 << 20); }
-static void c_write_after_free_small(void) { write_after_free(32); }
-static void c_write_after_free_large(void) { write_after_free(4000); }
-static void c_write_after_free_huge(void) { write_after_free(2 << 20); }
-static void c_read_after_free_small(void) { read_after_free(32); }
-static void c_read_after_free_huge(void) { read_after_free(2 << 20); }
+/* new[] of a type with a destructor puts the count in front of the array; a scalar delete of
+ * the array pointer then frees an interior pointer. */
+static void delete_array_as_scalar(size_t size) {
+  cxx_require();
+  char *raw = op_new_array(size + 8);
+  *(size_t *)raw = size;
+  op_delete(opaque_ptr(raw + 8));
+  churn_after(size);
+}
+
+/* delete[] of a scalar new's object frees the pointer 8 bytes before it. */
+static void delete_scalar_as_array(size_t size) {
+  cxx_require();
+  char *p = op_new(size);
+  memset(p, 0, size);
+  op_delete_array(opaque_ptr(p - 8));
+  churn_after(size);
+}
+
+static void sized_delete_larger(size_t size) {
+  cxx_require();
+  char *p = op_new(size);
+  op_delete_sized(p, size * 2);
+  churn_after(size);
+}
+
+static void sized_delete_smaller(size_t size) {
+  cxx_require();
+  char *p = op_new(size);
+  op_delete_sized(p, size / 2);
+  churn_after(size);
+}
+
+/* Harmless where operator new is malloc (every allocator here): listed for completeness. */
+static void new_then_free(size_t size) {
+  cxx_require();
+  free(op_new(size));
+  churn_after(size);
+}
+
+/* malloc(0) gives an object of no usable bytes the program may count on: writes into it. */
+static void zero_size_write(size_t n) {
+  char *b = malloc(0), *p = malloc(0), *a = malloc(0);
+  if (!p || !b || !a) _exit(4);
+  memset(opaque_ptr(p), 0xEE, n);
+  free(a);
+  free(p);
+  free(b);
+  churn_after(0);
+}
+
+static char global_object[64];
+static void free_stack(size_t size) { char buf[64]; (void)size; free(opaque_ptr(buf)); }
+static void free_global(size_t size) { (void)size; free(opaque_ptr(global_object)); }
+static void free_mmap(size_t size) {
+  char *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) _exit(4);
+  free(opaque_ptr(m + 4096));
+}
+
+/* ---- what only a hardened allocator catches ----------------------------------------------- */
+
+/* A write after free of a freed object's first word, made after the object was reused once
+ * (past any quarantine) and freed again, with a value that decodes to "end of list" under the
+ * address-only safe-linking of glibc and the default build: the list is cut short silently.
+ * A keyed link (secure) decodes it to garbage, which its check rejects. */
+static void forged_link(size_t size) {
+  char *keep[64], *p = malloc(size);
+  if (!p) _exit(4);
+  free(p);
+  churn_after(size);           /* p leaves any quarantine and is reused, then freed again */
+  for (int i = 0; i < 64; i++) keep[i] = malloc(size);
+  for (int i = 0; i < 64; i++) free(keep[i]);
+  for (int i = 0; i < 64; i++) keep[i] = malloc(size);
+  char *victim = keep[10];
+  free(victim);
+  for (int i = 0; i < 40; i++) free(keep[20 + i]);   /* victim leaves any quarantine */
+  *(volatile uintptr_t *)victim = (uintptr_t)victim >> 12;
+  for (int i = 0; i < 64; i++) keep[20 + (i % 40)] = malloc(size);
+}
+
+/* Heap grooming: consecutive allocations at a constant distance let an attacker place an
+ * object next to a victim. Caught (status 1) when the distances vary (a randomised order). */
+static void predictable_order(size_t size) {
+  char *p[32];
+  for (int i = 0; i < 32; i++) if (!(p[i] = malloc(size))) _exit(4);
+  for (int i = 2; i < 32; i++) if (p[i] - p[i - 1] != p[1] - p[0]) _exit(1);
+}
+
+/* A linear overflow off the last object of a 4 MiB segment (vam's unit of address space)
+ * into the mapping that follows (mapped here, writable, as another mapping may be). The secure
+ * build ends every segment with an inaccessible page. */
+static void segment_end_overflow(size_t size) {
+  for (int i = 0; i < 200000; i++) {
+    char *p = malloc(size);
+    if (!p) _exit(4);
+    char *end = (char *)(((uintptr_t)p | ((4u << 20) - 1)) + 1);
+    if (end - p >= (8 << 10)) continue;   /* in the segment's last block (secure: before the guard) */
+    void *next = mmap(end, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (next != end) continue;
+    memset(p, 0xEE, (size_t)(end - p) + 64);
+    return;
+  }
+  /* no such object (not a segmented heap, e.g. glibc's): nothing to overflow, missed */
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
 
 typedef struct misuse {
   const char *name;
-  void (*fn)(void);
-  const char *expect;   /* vam, phk, glibc: C caught, M missed, ? either */
+  void (*fn)(size_t);
+  size_t size;
+  const char *expect;   /* vam, phk, glibc, secure: C caught, M missed, ? either */
 } misuse_t;
 
-/* Measured on this round's builds (tests/README.md has the counts). vam's large-object header
- * catches large overflows and underflows; vam-header's small headers catch small overflows
- * (hence ? for the Vam family there); a write after free of a large chunk overwrites its bin
- * links, and the allocator faults on them (? : a fault, not a report). */
+#define SMALL 32
+#define MEDIUM 300
+#define LARGE 4000
+#define PAGE (64u << 10)
+#define HUGE (2u << 20)
+
+/* Measured on this round's builds, 13 runs each (tests/README.md has the counts). vam's
+ * large-object header catches large overflows and underflows; vam-header's small headers catch
+ * small overflows (hence ? for the Vam family there); a write after free of a large chunk
+ * overwrites its bin links, and the allocator may fault on them. The secure build's own cases:
+ * canaries (overflow1_small, underflow1_huge), the quarantine (write_after_free_small), keyed
+ * links (forged_link_*), random slot order (predictable_order_small), guard pages
+ * (segment_end_overflow, overflow1_page), big objects unmapped on free (read_after_free_page),
+ * sized-delete checks (sized_delete_*). */
 static const misuse_t cases[] = {
-    {"double_free_small", c_double_free_small, "CCC"},
-    {"double_free_medium", c_double_free_medium, "CCC"},
-    {"double_free_large", c_double_free_large, "CCC"},
-    {"double_free_page", c_double_free_page, "CCC"},
-    {"double_free_huge", c_double_free_huge, "CCC"},
-    {"interior_small", c_interior_small, "CCC"},
-    {"interior_large", c_interior_large, "CCC"},
-    {"interior_huge", c_interior_huge, "CCC"},
-    {"free_stack", c_free_stack, "CCC"},
-    {"free_global", c_free_global, "CCC"},
-    {"overflow1_small", c_overflow1_small, "?MM"},
-    {"overflow1_large", c_overflow1_large, "CMM"},
-    {"overflow32_small", c_overflow32_small, "?MC"},
-    {"overflow32_large", c_overflow32_large, "CMC"},
-    {"underflow1_small", c_underflow1_small, "MMC"},
-    {"underflow1_large", c_underflow1_large, "CMC"},
-    {"underflow16_large", c_underflow16_large, "CMC"},
-    {"overflow_huge_1mib", c_overflow_huge_1mib, "CCC"},
-    {"write_after_free_small", c_write_after_free_small, "MMM"},
-    {"write_after_free_large", c_write_after_free_large, "?M?"},
-    {"write_after_free_huge", c_write_after_free_huge, "MM?"},
-    {"read_after_free_small", c_read_after_free_small, "MMM"},
-    {"read_after_free_huge", c_read_after_free_huge, "MM?"},
+#define SIZES(kind, fn, s, m, l, p, h) \
+    {kind "_small", fn, SMALL, s}, {kind "_medium", fn, MEDIUM, m}, {kind "_large", fn, LARGE, l}, \
+    {kind "_page", fn, PAGE, p}, {kind "_huge", fn, HUGE, h}
+    SIZES("double_free", double_free, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
+    SIZES("interior", interior_free, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
+    SIZES("overflow1", overflow1, "?MMC", "MMMM", "CMMC", "MMMC", "CCMC"),
+    SIZES("overflow32", overflow32, "?MCC", "?MCC", "CMCC", "MMCC", "CCMC"),
+    SIZES("underflow1", underflow1, "?MCC", "?MCC", "CMCC", "MMCC", "MMMC"),
+    SIZES("underflow32", underflow32, "?MCC", "?MCC", "CMCC", "MMCC", "MMCC"),
+    SIZES("write_after_free", write_after_free, "M?MC", "??MC", "??CC", "MMCC", "MMCC"),
+    SIZES("read_after_free", read_after_free, "MMMM", "MMMM", "MMMM", "MMMC", "MMCC"),
+    SIZES("realloc_after_free", realloc_after_free, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
+    SIZES("delete_array_as_scalar", delete_array_as_scalar, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
+    SIZES("delete_scalar_as_array", delete_scalar_as_array, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
+    SIZES("sized_delete_larger", sized_delete_larger, "MMMC", "MMMC", "MMMC", "MMMC", "MMMC"),
+    SIZES("sized_delete_smaller", sized_delete_smaller, "MMMC", "MMMC", "MMMC", "MMMC", "MMMC"),
+#undef SIZES
+    {"overflow_1mib_page", overflow_1mib, PAGE, "MMCC"},
+    {"overflow_1mib_huge", overflow_1mib, HUGE, "CCCC"},
+    {"underflow_1mib_huge", underflow_1mib, HUGE, "CCCC"},
+    {"new_then_free_small", new_then_free, SMALL, "MMMM"},
+    {"zero_size_write8", zero_size_write, 8, "MMMM"},
+    {"zero_size_write32", zero_size_write, 32, "?MCC"},
+    {"free_stack", free_stack, 0, "CCCC"},
+    {"free_global", free_global, 0, "CCCC"},
+    {"free_mmap", free_mmap, 2 * 4096, "CCCC"},
+    {"forged_link_small", forged_link, SMALL, "MMMC"},
+    {"forged_link_medium", forged_link, MEDIUM, "MMMC"},
+    {"predictable_order_small", predictable_order, SMALL, "MMMC"},
+    {"predictable_order_medium", predictable_order, MEDIUM, "M?CC"},
+    {"segment_end_overflow", segment_end_overflow, SMALL, "MMMC"},
 };
 #define NCASES (sizeof cases / sizeof *cases)
 
-static int family = -1;   /* 0 vam, 1 phk, 2 glibc; -1 another allocator (no expectations) */
+static int family = -1;   /* 0 vam, 1 phk, 2 glibc, 3 secure; -1 another allocator (outcomes only) */
+static int ncaught, nmissed, nran;
+
+static void (*child_fn)(size_t);
+static size_t child_size;
+static void child(void) { child_fn(child_size); }
 
 static int run(size_t i) {
   const misuse_t *c = &cases[i];
   test_child_t r;
-  test_run_child(c->fn, &r);
+  child_fn = c->fn;
+  child_size = c->size;
+  test_run_child(child, &r);
   bool caught = r.hung ? false : !(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
   if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 4) {
-    test_fdprintf(2, "FAIL %-24s the case could not be set up\n", c->name);
+    test_fdprintf(2, "FAIL %-28s the case could not be set up\n", c->name);
     return 1;
   }
+  nran++;
+  if (caught) ncaught++; else nmissed++;
   char want = family >= 0 ? c->expect[family] : '?';
   int first = (int)strcspn(r.err_len ? r.err : "", "\n");
-  test_note("%-7s %-24s %s%s%.*s\n", caught ? "caught" : "missed", c->name, r.how,
+  test_note("%-7s %-28s %s%s%.*s\n", caught ? "caught" : "missed", c->name, r.how,
             r.err_len ? ": " : "", first, r.err_len ? r.err : "");
   if (want == 'C' && !caught) {
-    test_fdprintf(2, "FAIL %-24s expected caught, missed (detection regressed)\n", c->name);
+    test_fdprintf(2, "FAIL %-28s expected caught, missed (detection regressed)\n", c->name);
     return 1;
   }
   if (want == 'M' && caught)
-    test_note("note    %-24s expected missed, now caught: update the table\n", c->name);
-  if (caught && family <= 1 && family >= 0 && WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT &&
+    test_note("note    %-28s expected missed, now caught: update the table\n", c->name);
+  bool locus = family == 0 || family == 1 || family == 3;
+  if (caught && locus && WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT &&
       strncmp(r.err, "locus: ", 7) != 0) {
-    test_fdprintf(2, "FAIL %-24s aborted without Locus's report: %.*s\n", c->name, first, r.err);
+    test_fdprintf(2, "FAIL %-28s aborted without Locus's report: %.*s\n", c->name, first, r.err);
     return 1;
   }
   return 0;
@@ -174,11 +325,18 @@ static const char *name(size_t i) { return cases[i].name; }
 
 int main(int argc, char **argv) {
   locus_api_t api;
-  if (locus_api_require(&api))
-    family = strncmp(api.variant(), "phk", 3) == 0 || strncmp(api.variant(), "tp", 2) == 0 ||
-             strncmp(api.variant(), "pow2", 4) == 0 || strncmp(api.variant(), "lf", 2) == 0 ? 1 : 0;
-  else if (!getenv("LD_PRELOAD") || !*getenv("LD_PRELOAD")) family = 2;
-  test_note("misuse: %s\n", family == 0 ? "a Vam build" : family == 1 ? "a PHK, TP or LF build" :
-                            family == 2 ? "glibc" : "another allocator (outcomes only)");
-  return test_run_cases(argc, argv, NCASES, name, run);
+  if (locus_api_require(&api)) {
+    const char *v = api.variant();
+    family = !strcmp(v, "secure") ? 3 :
+             strncmp(v, "phk", 3) == 0 || strncmp(v, "tp", 2) == 0 || strncmp(v, "pow2", 4) == 0 ||
+             strncmp(v, "lf", 2) == 0 ? 1 : 0;
+  } else if (!getenv("LD_PRELOAD") || !*getenv("LD_PRELOAD")) {
+    family = 2;
+  }
+  cxx_load();
+  static const char *const names[] = {"a Vam build", "a PHK, TP or LF build", "glibc", "the secure build"};
+  test_note("misuse: %s\n", family >= 0 ? names[family] : "another allocator (outcomes only)");
+  int rc = test_run_cases(argc, argv, NCASES, name, run);
+  test_note("misuse: caught %d of %d cases, missed %d\n", ncaught, nran, nmissed);
+  return rc;
 }

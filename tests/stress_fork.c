@@ -229,6 +229,46 @@ static void part_alloc(void) {
   test_note("ok   alloc: 200 forks while 2 threads allocate\n");
 }
 
+/* ---- part storm -------------------------------------------------------------------------------
+ * A fork storm: 4 threads fork at once, 40 times each, while 2 more allocate; every child
+ * allocates, forks a grandchild that allocates too, and waits for it; up to 4 children (and
+ * their grandchildren) are alive at any time. Each fork must find the allocator's locks
+ * consistent whatever the other forking threads hold. */
+static void *storm_thread(void *arg) {
+  uintptr_t id = (uintptr_t)arg;
+  for (int k = 0; k < 40; k++) {
+    void *mine = malloc(100 + (size_t)k * 37);
+    pid_t pid = traced_fork();
+    CHECKF(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+      free(mine);
+      child_work(id * 1000 + (uint64_t)k, 200);
+      pid_t g = fork();
+      if (g < 0) _exit(2);
+      if (g == 0) {
+        child_work(id * 1000 + (uint64_t)k + 500, 200);
+        _exit(0);
+      }
+      int st;
+      if (waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st) != 0) _exit(3);
+      _exit(0);
+    }
+    free(mine);
+    reap(record_child(pid));
+  }
+  return NULL;
+}
+
+static void part_storm(void) {
+  part_begin("storm");
+  pthread_t th[2], forkers[4];
+  start_threads(th, 2, allocator_thread);
+  for (uintptr_t i = 0; i < 4; i++) CHECK(pthread_create(&forkers[i], NULL, storm_thread, (void *)(i + 1)) == 0);
+  for (int i = 0; i < 4; i++) CHECK(pthread_join(forkers[i], NULL) == 0);
+  stop(th, 2);
+  test_note("ok   storm: 160 forks from 4 threads at once, each child forking again\n");
+}
+
 /* ---- part stdio ------------------------------------------------------------------------------ */
 
 static void *stdio_thread(void *arg) {
@@ -401,7 +441,7 @@ int main(int argc, char **argv) {
   sigemptyset(&sa.sa_mask);
   CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
   struct { const char *name; void (*fn)(void); int by_default; } parts[] = {
-      {"alloc", part_alloc, 1}, {"stdio", part_stdio, 1}, {"signal", part_signal, 1},
+      {"alloc", part_alloc, 1}, {"storm", part_storm, 1}, {"stdio", part_stdio, 1}, {"signal", part_signal, 1},
       {"signal_any", part_signal_any, 0}};
   double t0 = test_now();
   int ran = 0;
@@ -414,7 +454,7 @@ int main(int argc, char **argv) {
     ran++;
   }
   alarm(0);
-  CHECKF(ran > 0, "no such part (alloc, stdio, signal, signal_any)");
+  CHECKF(ran > 0, "no such part (alloc, storm, stdio, signal, signal_any)");
   if (have_locus) CHECK_EQ(api.check_heap(), 0);
   test_note("stress_fork: %d parts in %.2f s\n", ran, test_now() - t0);
   return 0;

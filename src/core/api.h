@@ -38,6 +38,7 @@ static void global_init(void) {
   /* From here on allocation works, so calls that may allocate are safe. */
   if (pthread_key_create(&heap_key, heap_abandon) == 0) atomic_store(&heap_key_ready, true);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (cfg_secure) guard_fault_install();
   if (opt.stats || opt.sites) {
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
     if (fd >= 0) stats_fd = fd;
@@ -109,7 +110,9 @@ static void heap_free_local(heap_t *h, void *p, const char *call) {
  * line so that the common path needs no saved registers. */
 static NOINLINE void free_outside_segments(void *p, unsigned g, const char *call) {
   if (!p) return;
-  if (g == GRANULE_NONE) locus_fatal(call, "invalid pointer", p);
+  uintptr_t user;   /* secure: a big object unmapped on free is still known for a while */
+  if (g == GRANULE_NONE)
+    locus_fatal(call, cfg_secure && guard_freed_find((uintptr_t)p, &user) && user == (uintptr_t)p ? "double free" : "invalid pointer", p);
   int saved = errno;
   os_obj_t *o = os_obj_of(p, call);
   if (o->region) region_free_queued_os(o, p);
@@ -305,7 +308,7 @@ static void stats_collect(locus_stats_t *st) {
     if (m > st->search_words_max) st->search_words_max = m;
     uint64_t dirty = __atomic_load_n(&h->pages.dirty_pages, __ATOMIC_RELAXED);
     uint64_t nseg = __atomic_load_n(&h->pages.nsegments, __ATOMIC_RELAXED);
-    uint64_t usable = nseg * ((SEGMENT_SIZE >> os_page_shift) - segment_header_pages);
+    uint64_t usable = nseg * ((SEGMENT_SIZE >> os_page_shift) - segment_header_pages - segment_guard_pages());
     st->pages_free += usable > LOAD(pages_in_use) ? usable - LOAD(pages_in_use) : 0;
     st->bytes_committed += (LOAD(pages_in_use) + dirty) << os_page_shift;
     if (atomic_load(&h->state) == HEAP_ABANDONED) st->heaps_abandoned++;
@@ -610,9 +613,22 @@ static inline void *cxx_new(size_t size, size_t align, bool nothrow) {
   return likely(p != NULL) ? p : cxx_new_retry(size, align, nothrow);
 }
 
-static inline void cxx_delete(void *p, size_t size) {
-  if (cfg_debug && p && size && usable_impl(p, "operator delete") < size)
-    locus_fatal("operator delete", "size larger than the object", p);
+/* Sized delete's size against the object (debug and secure builds): more than its usable size
+ * is wrong; so is, in the secure build, less than operator new(size) could have given it (a
+ * design that says how much: DESIGN_USABLE_MAX). Aligned deletes pass exact = false: their
+ * objects may hold the alignment's padding. */
+static NOINLINE void cxx_delete_check(void *p, size_t size, bool exact) {
+  size_t usable = usable_impl(p, "operator delete");
+  if (usable < size) locus_fatal("operator delete", "size larger than the object", p);
+#ifdef DESIGN_USABLE_MAX
+  if (cfg_secure && exact && usable > design_usable_max(size))
+    locus_fatal("operator delete", "size smaller than the object", p);
+#endif
+  (void)exact;
+}
+
+static inline void cxx_delete(void *p, size_t size, bool exact) {
+  if ((cfg_debug || cfg_secure) && p && size) cxx_delete_check(p, size, exact);
   free_impl(p, "free()");
 }
 
@@ -625,18 +641,18 @@ LOCUS_API void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new(n, a, 
 LOCUS_API void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new(n, a, false); }
 LOCUS_API void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, NT t) { (void)t; return cxx_new(n, a, true); }
 LOCUS_API void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, NT t) { (void)t; return cxx_new(n, a, true); }
-LOCUS_API void _ZdlPv(void *p) { cxx_delete(p, 0); }
-LOCUS_API void _ZdaPv(void *p) { cxx_delete(p, 0); }
-LOCUS_API void _ZdlPvm(void *p, size_t n) { cxx_delete(p, n); }
-LOCUS_API void _ZdaPvm(void *p, size_t n) { cxx_delete(p, n); }
-LOCUS_API void _ZdlPvRKSt9nothrow_t(void *p, NT t) { (void)t; cxx_delete(p, 0); }
-LOCUS_API void _ZdaPvRKSt9nothrow_t(void *p, NT t) { (void)t; cxx_delete(p, 0); }
-LOCUS_API void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; cxx_delete(p, 0); }
-LOCUS_API void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; cxx_delete(p, 0); }
-LOCUS_API void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)a; cxx_delete(p, n); }
-LOCUS_API void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)a; cxx_delete(p, n); }
-LOCUS_API void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, NT t) { (void)a; (void)t; cxx_delete(p, 0); }
-LOCUS_API void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, NT t) { (void)a; (void)t; cxx_delete(p, 0); }
+LOCUS_API void _ZdlPv(void *p) { cxx_delete(p, 0, true); }
+LOCUS_API void _ZdaPv(void *p) { cxx_delete(p, 0, true); }
+LOCUS_API void _ZdlPvm(void *p, size_t n) { cxx_delete(p, n, true); }
+LOCUS_API void _ZdaPvm(void *p, size_t n) { cxx_delete(p, n, true); }
+LOCUS_API void _ZdlPvRKSt9nothrow_t(void *p, NT t) { (void)t; cxx_delete(p, 0, true); }
+LOCUS_API void _ZdaPvRKSt9nothrow_t(void *p, NT t) { (void)t; cxx_delete(p, 0, true); }
+LOCUS_API void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; cxx_delete(p, 0, false); }
+LOCUS_API void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; cxx_delete(p, 0, false); }
+LOCUS_API void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)a; cxx_delete(p, n, false); }
+LOCUS_API void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)a; cxx_delete(p, n, false); }
+LOCUS_API void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, NT t) { (void)a; (void)t; cxx_delete(p, 0, false); }
+LOCUS_API void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, NT t) { (void)a; (void)t; cxx_delete(p, 0, false); }
 #undef NT
 
 #endif

@@ -175,10 +175,14 @@ static inline size_t segment_header_count(void) {
   return align_up(sizeof(segment_t) + npages * sizeof(desc_t), os_page_size) >> os_page_shift;
 }
 
+/* The secure build's guard page: a segment's last page is inaccessible and belongs to no run,
+ * so a linear overflow off the end of a segment faults before it reaches the next one. */
+static inline size_t segment_guard_pages(void) { return cfg_secure ? 1 : 0; }
+
 static segment_t *segment_create(heap_t *h) {
   segment_t *s = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
   if (!s) return NULL;
-  size_t npages = SEGMENT_SIZE >> os_page_shift;
+  size_t npages = (SEGMENT_SIZE >> os_page_shift) - segment_guard_pages();
   size_t header = segment_header_count();
   segment_header_pages = header;
   s->check = segment_cookie ^ (uintptr_t)s;
@@ -186,6 +190,10 @@ static segment_t *segment_create(heap_t *h) {
   s->npages = (uint32_t)npages;
   s->first = (uint32_t)header;
   for (size_t i = 0; i < header; i++) { s->desc[i].kind = KIND_HEADER; s->desc[i].back = 0; }
+  if (segment_guard_pages()) {
+    s->desc[npages].kind = KIND_HEADER;   /* a free() there is an invalid pointer */
+    mprotect((char *)s + (npages << os_page_shift), os_page_size, PROT_NONE);
+  }
   s->prev = NULL;
   s->next = h->pages.segments;
   if (s->next) s->next->prev = s;
@@ -222,7 +230,7 @@ static inline bool run_is_whole_segment(const desc_t *r) {
 static desc_t *pages_take(heap_t *h, size_t n, size_t align, bool *clean) {
   pages_t *pm = &h->pages;
   size_t want = n + (align > 1 ? align - 1 : 0);
-  if (want > (SEGMENT_SIZE >> os_page_shift) - segment_header_count()) return NULL;
+  if (want > (SEGMENT_SIZE >> os_page_shift) - segment_header_count() - segment_guard_pages()) return NULL;
   desc_t *r = NULL;
   for (int b = bitmap2_find_from(&pm->binmap, run_bin(want)); b >= 0;
        b = bitmap2_find_from(&pm->binmap, (unsigned)b + 1)) {

@@ -86,8 +86,31 @@ static void huge_unmap(void *p, size_t size) {
   atomic_fetch_add_explicit(&os_discard_calls, 1, memory_order_relaxed);
 }
 
+/* The secure build maps one inaccessible page after every OS object (and puts the object
+ * against it): a linear overflow faults at once instead of running into the next mapping. */
+static inline size_t os_obj_guard(void) { return cfg_secure ? os_page_size : 0; }
+
+/* ... and a canary in the 16 bytes before the object (in its header page), checked on free:
+ * an underflow is reported there. */
+static inline uintptr_t os_obj_canary(const void *at) {
+  return ((uintptr_t)at ^ segment_cookie) * 0x9E3779B97F4A7C15ull;
+}
+static void os_obj_canary_set(char *p) {
+  uintptr_t *w = (uintptr_t *)(p - 16);
+  w[0] = os_obj_canary(w);
+  w[1] = os_obj_canary(w + 1);
+}
+static void os_obj_canary_check(const char *p, const char *call) {
+  const uintptr_t *w = (const uintptr_t *)(p - 16);
+  if (w[0] != os_obj_canary(w) || w[1] != os_obj_canary(w + 1))
+    locus_fatal(call, "heap underflow (canary overwritten) before", p);
+}
+
+static void guard_note_unmapped(const os_obj_t *o, size_t size);
+
 static void os_obj_unmap(os_obj_t *o) {
-  size_t size = o->map_size;
+  size_t size = o->map_size + os_obj_guard();
+  if (cfg_secure) guard_note_unmapped(o, size);
   atomic_fetch_sub_explicit(&os_parts_live, o->nparts, memory_order_relaxed);
   segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
   huge_unmap(o, size);
@@ -249,16 +272,19 @@ static bool huge_pool_pick(size_t need, size_t align, bool gather, huge_piece_t 
 /* ---- OS objects -------------------------------------------------------------------------- */
 
 static void *os_obj_alloc(size_t size, size_t align, bool zero) {
-  size_t page = os_page_size;
+  size_t page = os_page_size, user_align = align > QUANTUM ? align : QUANTUM;
   if (align < page) align = page;
   if (size > PTRDIFF_MAX - 2 * align - SEGMENT_SIZE) return NULL;
   size_t offset = align_up(sizeof(os_obj_t), align);   /* header page (or one alignment unit) */
   size_t map_size = align_up(offset + size, page);
+  /* secure: the object ends against the guard page, up to its alignment (the offset only
+   * grows: the aligned-down distance is still at least the header's) */
+  if (cfg_secure) offset = (map_size - size) & ~(user_align - 1);
   size_t base_align = align > SEGMENT_SIZE ? align : SEGMENT_SIZE;
   huge_piece_t take[OS_OBJ_PARTS];
   unsigned ntake = 0;
   bool in_place = false;
-  if (opt.discard != DISCARD_IMMEDIATE) {
+  if (!cfg_secure && opt.discard != DISCARD_IMMEDIATE) {   /* secure: no pool (unmapped on free) */
     uint64_t now = now_ms();
     size_t live = atomic_load_explicit(&os_objects_bytes, memory_order_relaxed);
     bool gather = atomic_load_explicit(&os_parts_live, memory_order_relaxed) < HUGE_PARTS_MAX;
@@ -276,11 +302,12 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
     o = (os_obj_t *)take[0].addr;
     for (unsigned i = 0; i < ntake; i++) ends[nparts++] = (dirty += take[i].len);
   } else {
-    o = os_map_aligned(map_size, base_align);
+    o = os_map_aligned(map_size + os_obj_guard(), base_align);
     if (!o) {
       huge_pool_unmap(take, ntake);
       return NULL;
     }
+    if (os_obj_guard()) mprotect((char *)o + map_size, os_obj_guard(), PROT_NONE);
     for (unsigned i = 0; i < ntake; i++) {
       /* The pages of the piece replace those of the fresh mapping at o + dirty. */
       if (mremap(take[i].addr, take[i].len, take[i].len, MREMAP_MAYMOVE | MREMAP_FIXED, (char *)o + dirty) != MAP_FAILED)
@@ -303,6 +330,7 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   atomic_fetch_add_explicit(&os_parts_live, nparts, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_objects_live, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_objects_bytes, map_size, memory_order_relaxed);
+  if (cfg_secure) os_obj_canary_set((char *)o + offset);
   return (char *)o + offset;
 }
 
@@ -327,11 +355,12 @@ static os_obj_t *os_obj_of(const void *p, const char *call) {
 /* A freed object goes to the pool, one piece per part, within what recent demand allows. */
 static void os_obj_free(void *p, const char *call) {
   os_obj_t *o = os_obj_of(p, call);
+  if (cfg_secure) os_obj_canary_check(p, call);
   size_t size = o->map_size;
   size_t live = atomic_fetch_sub_explicit(&os_objects_bytes, size, memory_order_relaxed) - size;
   atomic_fetch_sub_explicit(&os_objects_live, 1, memory_order_relaxed);
-  if (opt.discard == DISCARD_IMMEDIATE || !opt.huge_cache) {
-    os_obj_unmap(o);
+  if (cfg_secure || opt.discard == DISCARD_IMMEDIATE || !opt.huge_cache) {
+    os_obj_unmap(o);   /* secure: a later access to the object faults */
     huge_cache_tick();
     return;
   }
@@ -373,7 +402,7 @@ static bool os_obj_resize(void *p, size_t size) {
     if (need < o->map_size / 2) return false;        /* moving is better than holding waste */
     return true;
   }
-  if (need - o->offset > SIZE_MAX / 2) return false;
+  if (need - o->offset > SIZE_MAX / 2 || cfg_secure) return false;   /* the guard stays put */
   size_t extra = need - o->map_size;
   char *end = (char *)o + o->map_size;
   huge_piece_t take[OS_OBJ_PARTS];
@@ -419,7 +448,7 @@ static bool os_obj_resize(void *p, size_t size) {
 static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   if (unlikely(h == &heap_empty) && !(h = heap_acquire())) return alloc_failed();
   size_t pages = size ? (size + os_page_size - 1) >> os_page_shift : 1;
-  if (size >= opt.os_threshold || size > PTRDIFF_MAX || pages + align / os_page_size > (SEGMENT_SIZE >> os_page_shift) / 2) {
+  if (cfg_secure || size >= opt.os_threshold || size > PTRDIFF_MAX || pages + align / os_page_size > (SEGMENT_SIZE >> os_page_shift) / 2) {
     void *p = os_obj_alloc(size, align, zero);
     return p ? p : alloc_failed();
   }
@@ -478,6 +507,74 @@ static bool huge_resize(heap_t *h, heap_t *ph, desc_t *r, size_t size) {
   h->stats.bytes_allocated += (pages << os_page_shift) - r->u.huge.usable;
   r->u.huge.usable = pages << os_page_shift;
   return true;
+}
+
+/* ---- naming the faults of the secure build ---------------------------------------------------
+ * A guard page or an unmapped object ends the program with SIGSEGV at the faulting access. So
+ * that it says what happened, like every other check, the secure build installs a SIGSEGV
+ * handler (only where the program has none at start-up; a handler the program installs later
+ * replaces it) that prints one line when the address is a segment's guard page, the guard page
+ * after an own-mapping object, or one of the last GUARD_FREED objects unmapped on free, then
+ * returns with the default action restored: the access faults again and ends the program as it
+ * would have. The handler only reads memory that stays mapped and writes with a raw system call
+ * (print.h). */
+#define GUARD_FREED 64
+static struct { _Atomic uintptr_t start, end, user; } guard_freed[GUARD_FREED];
+static _Atomic unsigned guard_freed_next;
+
+static void guard_note_unmapped(const os_obj_t *o, size_t size) {
+  unsigned i = atomic_fetch_add_explicit(&guard_freed_next, 1, memory_order_relaxed) % GUARD_FREED;
+  atomic_store_explicit(&guard_freed[i].start, 0, memory_order_relaxed);   /* torn reads see none */
+  atomic_store_explicit(&guard_freed[i].end, (uintptr_t)o + size, memory_order_relaxed);
+  atomic_store_explicit(&guard_freed[i].user, (uintptr_t)o + o->offset, memory_order_relaxed);
+  atomic_store_explicit(&guard_freed[i].start, (uintptr_t)o, memory_order_release);
+}
+
+/* Whether a lies in one of the last GUARD_FREED objects unmapped on free; *user: its pointer. */
+static bool guard_freed_find(uintptr_t a, uintptr_t *user) {
+  for (unsigned i = 0; i < GUARD_FREED; i++) {
+    uintptr_t start = atomic_load_explicit(&guard_freed[i].start, memory_order_acquire);
+    if (start && a >= start && a < atomic_load_explicit(&guard_freed[i].end, memory_order_relaxed)) {
+      *user = atomic_load_explicit(&guard_freed[i].user, memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* What the faulting address a is, in words, and the object it concerns (*at), or NULL. */
+static const char *guard_explain(uintptr_t a, uintptr_t *at) {
+  *at = a;
+  if (segmap_get((void *)a) == GRANULE_SEGMENT &&
+      ((a & SEGMENT_MASK) >> os_page_shift) == (SEGMENT_SIZE >> os_page_shift) - segment_guard_pages())
+    return "heap overflow into the guard page at the end of a segment";
+  /* the object whose last page is just before a's page */
+  uintptr_t g = (a - os_page_size) & ~SEGMENT_MASK;
+  while (g && segmap_get((void *)g) == GRANULE_OS_TAIL) g -= SEGMENT_SIZE;
+  const os_obj_t *o = (const os_obj_t *)g;
+  if (g && segmap_get(o) == GRANULE_OS_HEAD && o->magic == (OS_OBJ_MAGIC ^ g) &&
+      a >= g + o->map_size && a < g + o->map_size + os_obj_guard()) {
+    *at = g + o->offset;
+    return "heap overflow into the guard page after";
+  }
+  return guard_freed_find(a, at) ? "use after free of" : NULL;
+}
+
+static void guard_fault(int sig, siginfo_t *si, void *ctx) {
+  (void)sig; (void)ctx;
+  uintptr_t at;
+  const char *what = guard_explain((uintptr_t)si->si_addr, &at);
+  if (what) locus_printf(2, "locus: memory access at %p: %s %p\n", si->si_addr, what, (void *)at);
+}   /* SA_RESETHAND restored the default action: the access faults again */
+
+static void guard_fault_install(void) {
+  struct sigaction old, sa;
+  if (sigaction(SIGSEGV, NULL, &old) != 0 || (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL)) return;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = guard_fault;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, NULL);
 }
 
 #endif

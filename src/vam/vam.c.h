@@ -5,6 +5,14 @@ static sizeclass_table_t vam_classes;
 static unsigned vam_nclasses;   /* class indexes in use: the size classes, times the groups */
 
 static uint64_t chunk_cookie;
+static uint64_t vam_secret;   /* secure build: canaries, quarantine marks, heap keys */
+
+/* splitmix64's finaliser: a secret-keyed value nobody can guess from the address. */
+static inline uint64_t vam_mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 static void design_global_init(void) {
   /* Small requests are segregated 8 bytes apart, as in the paper (so 24- and 32-byte objects,
@@ -24,6 +32,7 @@ static void design_global_init(void) {
     }
   }
   chunk_cookie = free_marker_cookie * 0x9E3779B97F4A7C15ull + 1;
+  vam_secret = vam_mix(chunk_cookie ^ segment_cookie);
 }
 
 static inline size_t vam_slot_size(unsigned cls);
@@ -37,6 +46,10 @@ static void design_heap_init(heap_t *h) {
     if (c < vam_nclasses) f->obj_size = (uint32_t)vam_slot_size(c);
     f->marker_off = sizeof(void *);
   }
+#if LOCUS_SECURE
+  h->d.link_key = vam_mix(vam_secret ^ (uintptr_t)h);
+  h->d.rng = vam_mix(h->d.link_key + 1);
+#endif
 }
 
 /* ---- block lists (ending at h->d.none, see vam.h) ------------------------------------------ */
@@ -70,7 +83,12 @@ static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_
 static inline size_t vam_slot_size(unsigned cls) {
   size_t size = vam_classes.size[cls];
   if (cfg_small_headers && size < VAM_SMALL_LIMIT) return align_up(size + SMALL_HEADER, QUANTUM);
-  return size <= 8 ? size : align_up(size, QUANTUM);
+  return (size <= 8 ? size : align_up(size, QUANTUM)) + VAM_CANARY;
+}
+
+/* The bytes of a block's slot the program may use. */
+static inline size_t vam_usable(const desc_t *b) {
+  return b->obj_size - VAM_CANARY - (cfg_small_headers ? b->aux8 : 0);
 }
 
 static inline unsigned vam_block_pages(unsigned cls) {
@@ -86,7 +104,7 @@ static inline unsigned vam_cache_index(size_t npages) { return npages != VAM_SMA
 static const bool cfg_fast_free = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
 
 static inline uint32_t vam_recip(size_t slot) {
-  if (cfg_fast_free && slot < 2 * sizeof(void *)) return 0;   /* no marker word: slow path */
+  if (cfg_fast_free && slot - VAM_CANARY < 2 * sizeof(void *)) return 0;   /* no marker word: slow path */
   return (uint32_t)(((1ull << RECIP_SHIFT) + slot - 1) / slot);
 }
 
@@ -116,6 +134,88 @@ static void vam_block_release(heap_t *h, desc_t *b) {
   block_release(h, b);
 }
 
+/* ---- hardening: keyed links, canaries, random slot order (secure build; vam.h) ----------- */
+
+static inline uintptr_t vam_link_key(const heap_t *h) {
+#if LOCUS_SECURE
+  return h->d.link_key;
+#else
+  (void)h;
+  return 0;
+#endif
+}
+/* A block's free-list link: safe-linked (config.h), and in the secure build keyed per heap. */
+static inline uintptr_t vam_link_encode(const heap_t *h, const void *at, const void *next) {
+  return link_encode(at, next) ^ vam_link_key(h);
+}
+static inline void *vam_link_load(const heap_t *h, const void *at) {
+  return link_decode(at, *(const uintptr_t *)at ^ vam_link_key(h));
+}
+
+/* One multiply: the four canaries a free checks are independent and overlap in the pipeline. */
+static inline uintptr_t vam_canary(const void *at) { return ((uintptr_t)at ^ vam_secret) * 0x9E3779B97F4A7C15ull; }
+
+/* Whether the 16-byte canary at gap is intact. */
+static inline bool vam_canary_ok(const char *gap) {
+  const uintptr_t *w = (const uintptr_t *)gap;
+  return w[0] == vam_canary(w) && w[1] == vam_canary(w + 1);
+}
+
+/* The canaries on both sides of the object in slot (never slot 0: see vam.h): the one after
+ * it catches an overflow of it, the one before it (its neighbour's) an underflow of it or an
+ * overflow of the neighbour. */
+static void vam_canaries_check(const desc_t *b, const char *slot, const void *p, const char *call) {
+  if (!vam_canary_ok(slot + b->obj_size - VAM_CANARY) || !vam_canary_ok(slot - VAM_CANARY))
+    locus_fatal(call, "heap overflow or underflow (canary overwritten) next to", p);
+}
+
+static inline uint64_t vam_random(heap_t *h) {
+#if LOCUS_SECURE
+  return vam_mix(h->d.rng += 0x9E3779B97F4A7C15ull);
+#else
+  (void)h;
+  return 0;
+#endif
+}
+
+/* Secure build: writes every slot's canary and puts slots 1.. on the free list in random
+ * order (Fisher-Yates), the block's end after the last one listed. Nothing is left to bump. */
+static void vam_block_fill(heap_t *h, desc_t *b) {
+  char *start = desc_start(b);
+  size_t size = b->obj_size, cap = (size_t)(b->u.blk.end - start) / size, n = 0;
+  uint16_t order[VAM_SHUFFLE_MAX];
+  if (cap > VAM_SHUFFLE_MAX + 1) cap = VAM_SHUFFLE_MAX + 1;
+  for (size_t i = 0; i < cap; i++) {
+    uintptr_t *gap = (uintptr_t *)(start + i * size + size - VAM_CANARY);
+    gap[0] = vam_canary(gap);
+    gap[1] = vam_canary(gap + 1);
+    if (i) order[n++] = (uint16_t)i;
+  }
+  for (size_t i = n; i > 1; i--) {
+    size_t j = (size_t)(((vam_random(h) >> 32) * i) >> 32), t = order[i - 1];   /* below i, no division */
+    order[i - 1] = order[j];
+    order[j] = (uint16_t)t;
+  }
+  char *head = NULL;
+  for (size_t k = 0; k < n; k++) {
+    char *slot = start + (size_t)order[k] * size;
+    *(uintptr_t *)slot = vam_link_encode(h, slot, head);
+    head = slot;
+  }
+  b->u.blk.free = head;
+  b->u.blk.end = b->u.blk.bump = start + cap * size;
+  b->flags &= (uint16_t)~FLAG_CLEAN;
+}
+
+/* Secure build: a link just decoded from the free list of block b (from the object at p) must
+ * be NULL or a listed slot of b; anything else is a write after free over the link. */
+static COLD void vam_link_corrupt(const void *p) { locus_fatal("malloc()", "corrupted free-list link (write after free) in", p); }
+static inline void vam_link_check(const desc_t *b, const char *next, const void *p) {
+  const char *start = desc_start(b);
+  if (next && (next < start + b->obj_size || next >= b->u.blk.end ||
+               vam_slot_of(b, (size_t)(next - start)) < 0)) vam_link_corrupt(p);
+}
+
 /* A new block for class cls: an empty one kept aside (vam_block_empty) if there is one of
  * its size, else pages from the page manager. */
 static desc_t *vam_block_new(heap_t *h, unsigned cls) {
@@ -139,7 +239,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   b->used = 0;
   b->aux8 = cfg_small_headers && vam_classes.size[cls] < VAM_SMALL_LIMIT ? SMALL_HEADER : 0;
   /* The double-free marker lives in the word after the free-list link, if the slot has one. */
-  b->marker_off = size - b->aux8 >= 2 * sizeof(void *) || b->aux8 ? b->aux8 + sizeof(void *) : 0;
+  b->marker_off = size - VAM_CANARY - b->aux8 >= 2 * sizeof(void *) || b->aux8 ? b->aux8 + sizeof(void *) : 0;
   b->flags = clean ? FLAG_CLEAN : 0;
   b->u.blk.free = NULL;
   b->u.blk.bump = start;
@@ -153,6 +253,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
     b->u.blk.free = bits;
   }
   b->u.blk.end = start + cap * size;
+  if (cfg_secure) vam_block_fill(h, b);
   list_push(&h->d.avail[cls], b);
   return b;
 }
@@ -207,21 +308,22 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
   if (cfg_block_bitmap) {
     if (b == &h->d.none || !(p = vam_bitmap_take(h, b))) return NULL;
     if (zero) memset(p, 0, b->obj_size);
-  } else if (likely((p = b->u.blk.bump) < b->u.blk.end)) {
+  } else if (likely((p = b->u.blk.bump) < b->u.blk.end)) {   /* (secure: never) */
     if (!p) __builtin_unreachable();   /* below a block's end: a real address (no NULL test) */
     char *bump = p + b->obj_size;
     b->u.blk.bump = bump;
     if (unlikely(bump >= b->u.blk.end) && !b->u.blk.free) vam_block_retire(h, b, cls);
     if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, b->obj_size);
   } else if (likely((p = b->u.blk.free) != NULL)) {
-    void *next = link_load(p);
+    void *next = vam_link_load(h, p);
+    if (cfg_secure) vam_link_check(b, next, p);
     b->u.blk.free = next;
     /* Retire when the list ran out, without a branch: under churn of mixed sizes it goes
      * either way about half the time (cachegrind: half of these branches mispredicted; the
      * store is unconditional, 16% off threads1 and 12% off a mixed-size server loop). */
     if (cfg_block_bitmap) { if (!next) vam_block_retire(h, b, cls); }
     else h->d.avail[cls] = pick(!next, b->next, b);
-    if (zero) memset(p, 0, b->obj_size);
+    if (zero) memset(p, 0, b->obj_size - VAM_CANARY);
   } else {
     return NULL;
   }
@@ -571,6 +673,15 @@ static COLD NOINLINE __attribute__((noipa)) void vam_free_unbumped(const desc_t 
   locus_fatal(call, slot < b->u.blk.end ? "double free" : "invalid pointer", p);
 }
 
+/* Whether slot (below the bump pointer) is on block b's free list: its marker word, or, for an
+ * 8-byte slot, which has none, the list head or a link that decodes to a slot of this block */
+static ALWAYS_INLINE bool vam_slot_listed(const heap_t *h, const desc_t *b, const char *slot) {
+  if (*(const uintptr_t *)(slot + b->marker_off) == free_marker(slot) || slot == b->u.blk.free) return true;
+  if (b->marker_off) return false;
+  char *next = vam_link_load(h, slot);
+  return !next || (next >= desc_start(b) && next < b->u.blk.bump && !((uintptr_t)next & 7));
+}
+
 /* Frees p, at offset off in block b: every block and variant (the flagship's fast path is
  * design_free's). */
 static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t off, const char *call) {
@@ -592,21 +703,14 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
      * link; for it the test against the list head, then its link (safe-linked: it decodes to
      * NULL or to a slot of this block below the bump pointer only if the slot is free; a live
      * 8-byte object's word was cleared when it was handed out), catch a double free. */
-        uintptr_t *link = (uintptr_t *)slot, *mark = (uintptr_t *)(slot + b->marker_off);
+    uintptr_t *link = (uintptr_t *)slot, *mark = (uintptr_t *)(slot + b->marker_off);
     uintptr_t marker = free_marker(slot);
     void *head = b->u.blk.free;
-    if (unlikely(*mark == marker || slot == head)) { locus_fatal_jump(call, "double free", p); return; }
-    if (!b->marker_off) {
-      char *next = link_load(slot);
-      if (!next || (next >= desc_start(b) && next < b->u.blk.bump && !((uintptr_t)next & 7))) {
-        locus_fatal_jump(call, "double free", p);
-        return;
-      }
-    }
+    if (unlikely(vam_slot_listed(h, b, slot))) { locus_fatal_jump(call, "double free", p); return; }
     was_full = !head && b->u.blk.bump >= b->u.blk.end;
     if (cfg_small_headers && b->aux8 && *link != vam_classes.size[b->cls]) locus_fatal(call, "invalid pointer", p);
     *mark = marker;
-    *link = link_encode(slot, head);
+    *link = vam_link_encode(h, slot, head);
     b->u.blk.free = slot;
   }
   h->d.frees[b->cls]++;
@@ -644,7 +748,9 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
     desc_t *old = h->d.spare[cls];
     if (old && old != b && old->used == 0) vam_block_drop(h, old, true);
     h->d.spare[cls] = b;
-    if (!cfg_block_bitmap) {
+    if (cfg_secure) {
+      vam_block_fill(h, b);
+    } else if (!cfg_block_bitmap) {
       b->u.blk.bump = desc_start(b);
       b->u.blk.free = NULL;
     }
@@ -670,7 +776,7 @@ static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const cha
   void *head = b->u.blk.free;
   w[1] = marker;
   b->u.blk.free = p;   /* between the two words' stores: kept as two plain stores */
-  w[0] = link_encode(p, head);
+  w[0] = vam_link_encode(h, p, head);
   unsigned cls = b->cls;
   h->d.frees[cls]++;
   /* A full block moves to the front of its class's list. (Written without a branch, like the
@@ -687,7 +793,9 @@ static NOINLINE void vam_free_other(heap_t *h, desc_t *d, void *p, const char *c
   design_free_run(h, d - d->back, p, off, call);
 }
 
-static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+static void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call);
+
+static ALWAYS_INLINE void vam_free_plain(heap_t *h, desc_t *d, void *p, const char *call) {
   if (!cfg_fast_free) {
     /* A page whose descriptor is a block's is the block's first page: p's offset is its
      * offset in the page. */
@@ -703,6 +811,11 @@ static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char 
   else vam_free_other(h, d, p, call);
 }
 
+static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+  if (cfg_secure) vam_free_secure(h, d, p, call);
+  else vam_free_plain(h, d, p, call);
+}
+
 /* The slot index of p in block b, or a fatal error if p is not an object's address. */
 static long vam_slot_index(desc_t *b, const void *p, const char *call) {
   const char *slot = (const char *)p - (cfg_small_headers ? b->aux8 : 0);
@@ -711,7 +824,120 @@ static long vam_slot_index(desc_t *b, const void *p, const char *call) {
   return index;
 }
 
-static const bool cfg_foreign_cache = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
+/* ---- the quarantine (secure build; vam.h) --------------------------------------------------- */
+
+#define VAM_POISON 0xDB   /* the byte a quarantined object is filled with */
+
+/* The mark word 0 of a quarantined object holds: keyed, so no program data matches it by chance
+ * or by design. */
+static inline uintptr_t vam_qmark(const void *p) { return ((uintptr_t)p ^ ~vam_secret) * 0xBF58476D1CE4E5B9ull; }
+
+/* Ends the program if p is in the quarantine (it was freed): for calls that read an object. */
+static void vam_quarantine_check(const void *p, const char *call) {
+  if (*(const uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "pointer to a freed object", p);
+}
+
+/* The bytes of the block object or large chunk p (head d) that the quarantine poisons. */
+static size_t vam_poison_len(desc_t *d, void *p, const char *call) {
+  size_t n;
+  if (d->kind == KIND_VAM_BLOCK) {
+    n = vam_usable(d);
+  } else {
+    bool alias;
+    chunk_t *c = chunk_of(d, p, call, &alias);
+    n = (size_t)((char *)c + chunk_size(c) - (char *)p);
+  }
+  return n < VAM_POISON_MAX ? n : VAM_POISON_MAX;
+}
+
+/* Entry i of the quarantine ring (secure build). */
+static inline void **vam_quarantine_entry(heap_t *h, unsigned i) {
+#if LOCUS_SECURE
+  return &h->d.quarantine[i];
+#else
+  (void)h; (void)i;
+  return NULL;
+#endif
+}
+
+/* The quarantine's entry the next free takes (the oldest), advancing the ring. */
+static inline void **vam_quarantine_next(heap_t *h) {
+#if LOCUS_SECURE
+  void **q = &h->d.quarantine[h->d.qnext];
+  h->d.qnext = (h->d.qnext + 1) % VAM_QUARANTINE;
+  return q;
+#else
+  return vam_quarantine_entry(h, 0);
+#endif
+}
+
+/* An object leaves the quarantine: its poison must be intact (else it was written after it
+ * was freed), then it is freed for reuse. */
+static void vam_quarantine_release(heap_t *h, void *p) {
+  segment_t *s = segment_of(p);
+  desc_t *d = desc_of_page(s, p);
+  const unsigned char *b = p;
+  size_t n = vam_poison_len(d - d->back, p, "free()"), i = sizeof(uintptr_t);
+  uintptr_t diff = *(uintptr_t *)p ^ vam_qmark(p), poison = (uintptr_t)0x0101010101010101ull * VAM_POISON;
+  for (; i + sizeof(uintptr_t) <= n; i += sizeof(uintptr_t)) {   /* a word at a time */
+    uintptr_t w;
+    memcpy(&w, b + i, sizeof w);
+    diff |= w ^ poison;
+  }
+  for (; i < n; i++) diff |= b[i] ^ VAM_POISON;
+  bool ok = diff == 0;
+  if (!ok) locus_fatal("free()", "write after free to", p);
+  *(uintptr_t *)p = 0;   /* no longer marked (an 8-byte slot: its link, which must not decode) */
+  vam_free_plain(h, d, p, "free()");
+}
+
+/* Empties the quarantine (thread exit, purge). */
+static void vam_quarantine_flush(heap_t *h) {
+  for (unsigned i = 0; cfg_secure && i < VAM_QUARANTINE; i++) {
+    void **q = vam_quarantine_entry(h, i), *p = *q;
+    *q = NULL;
+    if (p) vam_quarantine_release(h, p);
+  }
+}
+
+/* The secure build's free: p is checked as an object of its kind (block slot: below the end,
+ * not slot 0, not free or quarantined, canaries on both sides intact; large chunk: its header
+ * and its neighbours'), marked and poisoned, and takes the oldest object's place in the
+ * quarantine, which is freed for reuse. Core runs (regions) are freed at once. */
+static NOINLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
+  desc_t *b = d - d->back;
+  if (b->kind == KIND_VAM_BLOCK) {
+    if (vam_slot_index(b, p, call) == 0) locus_fatal(call, "invalid pointer", p);
+    if (*(uintptr_t *)p == vam_qmark(p) || vam_slot_listed(h, b, p)) locus_fatal(call, "double free", p);
+    vam_canaries_check(b, p, p, call);
+  } else if (b->kind == KIND_VAM_LARGE) {
+    bool alias;
+    chunk_t *c = chunk_of(b, p, call, &alias);
+    if (*(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
+    chunk_trust(chunk_next(c), call);
+    if (c->prev_size) chunk_trust((chunk_t *)((char *)c - c->prev_size), call);
+  } else {
+    vam_free_plain(h, d, p, call);
+    return;
+  }
+  size_t n = vam_poison_len(b, p, call);
+  *(uintptr_t *)p = vam_qmark(p);
+  if (n > sizeof(uintptr_t)) memset((char *)p + sizeof(uintptr_t), VAM_POISON, n - sizeof(uintptr_t));
+  void **q = vam_quarantine_next(h), *old = *q;
+  *q = p;
+  if (old) vam_quarantine_release(h, old);
+}
+
+/* The most usable bytes an object that operator new(size) returned can have: a sized delete
+ * whose object has more was given a wrong (smaller) size. */
+static size_t design_usable_max(size_t size) {
+  if (size <= VAM_MEDIUM_MAX) return vam_slot_size(sizeclass_of(&vam_classes, size)) - VAM_CANARY;
+  if (size <= VAM_LARGE_MAX) return align_up(size + CHUNK_HEADER, 16) - CHUNK_HEADER + LARGE_MIN_CHUNK;
+  return size + os_page_size;
+}
+#define DESIGN_USABLE_MAX 1
+
+static const bool cfg_foreign_cache = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP && !LOCUS_SECURE;
 
 /* A free of p, owned by block d of another heap, by the thread owning heap me: keeps it in
  * me's foreign-object cache if it is a slot with a marker word and the class's cache has room
@@ -763,11 +989,13 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
     } else if (d->marker_off) {
       char *slot = cfg_small_headers ? (char *)p - d->aux8 : p;
       uintptr_t *mark = (uintptr_t *)(slot + d->marker_off);
+      if (cfg_secure && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
       marker_free_remote(mark, free_marker(slot), p, call);
     }
   } else if (d->kind == KIND_VAM_LARGE) {
     bool alias;
     chunk_of(d, p, call, &alias);
+    if (cfg_secure && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
   } else {
     locus_fatal(call, "invalid pointer", p);
   }
@@ -776,11 +1004,13 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
 static size_t design_usable(desc_t *d, const void *p, const char *call) {
   if (d->kind == KIND_VAM_BLOCK) {
     vam_slot_index(d, p, call);
-    return d->obj_size - (cfg_small_headers ? d->aux8 : 0);
+    if (cfg_secure) vam_quarantine_check(p, call);
+    return vam_usable(d);
   }
   if (d->kind == KIND_VAM_LARGE) {
     bool alias;
     chunk_t *c = chunk_of(d, p, call, &alias);
+    if (cfg_secure) vam_quarantine_check(p, call);
     return (size_t)((char *)c + chunk_size(c) - (char *)p);
   }
   locus_fatal(call, "invalid pointer", p);
@@ -789,7 +1019,7 @@ static size_t design_usable(desc_t *d, const void *p, const char *call) {
 /* Resizes p in place if the design can; the caller owns h. */
 static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   if (d->kind == KIND_VAM_BLOCK) {
-    size_t usable = d->obj_size - (cfg_small_headers ? d->aux8 : 0);
+    size_t usable = vam_usable(d);
     return size <= usable && size > usable / 2;
   }
   if (d->kind == KIND_VAM_LARGE) return vam_resize_large(h, d, p, size);
@@ -797,6 +1027,7 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
 }
 
 static void design_release_spares(heap_t *h) {
+  vam_quarantine_flush(h);
   vam_foreign_flush(h);
   for (unsigned c = 0; c < vam_nclasses; c++) {
     desc_t *b = h->d.spare[c];
@@ -825,6 +1056,8 @@ static void design_stats(heap_t *h, locus_stats_t *st) {
     st->free_calls += out;
     st->bytes_allocated += (in - out) * vam_slot_size(c);
   }
+  for (unsigned i = 0; cfg_secure && i < VAM_QUARANTINE; i++)   /* freed, counted on release */
+    st->free_calls += __atomic_load_n(vam_quarantine_entry(h, i), __ATOMIC_RELAXED) != NULL;
   uint64_t flushed = __atomic_load_n(&h->d.foreign_flushed, __ATOMIC_RELAXED);
   st->malloc_calls -= flushed;
   st->free_calls -= flushed;
@@ -846,14 +1079,14 @@ static size_t vam_check_block(heap_t *h, desc_t *b) {
   if (cfg_block_bitmap) {
     for (size_t i = 0; i < vam_bitmap_words(b); i++) nfree += (size_t)__builtin_popcountll(((uint64_t *)b->u.blk.free)[i]);
   } else {
-    for (void *f = b->u.blk.free; f && nfree <= cap; f = link_load(f)) {
+    for (void *f = b->u.blk.free; f && nfree <= cap; f = vam_link_load(h, f)) {
       CHECK((char *)f >= desc_start(b) && (char *)f < b->u.blk.bump);
       CHECK(vam_slot_of(b, (size_t)((char *)f - desc_start(b))) >= 0);
       nfree++;
     }
     unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
   }
-  CHECK(b->used + nfree + unbumped == cap);
+  CHECK(b->used + nfree + unbumped + (cfg_secure ? 1 : 0) == cap);   /* secure: slot 0 unused */
   if (vam_block_full(b)) CHECK(nfree == 0 && unbumped == 0);
   return bad;
 #undef CHECK

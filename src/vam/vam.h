@@ -104,6 +104,27 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  * home (to the owners' remote stacks) at thread exit and on purge. */
 #define VAM_FOREIGN_MAX 16
 
+/* The secure build (LOCUS_SECURE; docs/secure.md) on top of the flagship:
+ *  - free-list links are also xored with a per-heap key, and a link taken off a list must
+ *    decode to a slot of the same block (or NULL);
+ *  - every slot ends in a 16-byte canary (vam_canary of its address) that the allocator never
+ *    writes after the block is filled; a free checks the canaries on both sides of the object,
+ *    so an overflow or underflow is reported by the next free of the object or a neighbour.
+ *    A block's slot 0 is never handed out: its canary guards slot 1's front;
+ *  - a block is filled with its slots on its free list in random order (never bump order);
+ *  - a freed block object or large chunk waits in a ring of VAM_QUARANTINE before it is
+ *    reusable, marked (word 0) and poisoned; leaving the ring, the poison is verified;
+ *  - no foreign-object cache (objects of other heaps go home at once).
+ * Invariants added: a slot's canary holds vam_canary(address) whenever the block is a block;
+ * an object in the quarantine holds vam_qmark(address) in word 0 and is counted in use. */
+#define VAM_QUARANTINE 32
+#define VAM_CANARY ((size_t)(LOCUS_SECURE ? 16 : 0))   /* bytes after each slot's object */
+#define VAM_POISON_MAX 64          /* bytes of a quarantined object poisoned and verified */
+#define VAM_SHUFFLE_MAX 256        /* most slots of a block in random order (the rest unused) */
+#if LOCUS_SECURE && (LOCUS_VAM_SMALL_HEADERS || LOCUS_VAM_BITMAP || LOCUS_VAM_SITES)
+#error "the secure build is the flagship with hardening: no ablation knobs"
+#endif
+
 /* ---- large-object chunks ------------------------------------------------------------------ */
 
 typedef struct chunk chunk_t;
@@ -144,6 +165,13 @@ typedef struct design_heap {
   uint64_t foreign_flushed;      /* cached foreign objects sent home (counted as a malloc and a
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
+#if LOCUS_SECURE
+  /* liblocus-secure.so (vam.c.h's hardening section, docs/secure.md). */
+  uintptr_t link_key;            /* xored into every free-list link of this heap's blocks */
+  uint64_t rng;                  /* the slot order of refilled blocks */
+  void *quarantine[VAM_QUARANTINE];   /* freed objects not yet reusable, a ring */
+  unsigned qnext;                /* the ring's oldest entry, replaced by the next free */
+#endif
 #if LOCUS_VAM_SITES
   /* vam-sites: call sites by return address, direct-mapped. A site's allocations are counted
    * until LOCUS_LF_THRESHOLD; the site then takes the next free class group, for good (a hot
