@@ -7,8 +7,17 @@ static GLOBAL: locus::Locus = locus::Locus;
 #[repr(C, align(4096))]
 struct PageAligned([u8; 100]);
 
+/// The statistics are the process's, and the test harness runs tests on parallel threads:
+/// each test holds this lock so that another test's allocations do not move its counts.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn allocations_go_through_locus() {
+    let _serial = serial();
     let before = locus::stats();
     let boxes: Vec<Box<[u8; 100]>> = (0..1000).map(|i| Box::new([i as u8; 100])).collect();
     let during = locus::stats();
@@ -23,6 +32,7 @@ fn allocations_go_through_locus() {
 
 #[test]
 fn aligned_zeroed_and_reallocated() {
+    let _serial = serial();
     let before = locus::stats().malloc_calls;
     let pages: Vec<Box<PageAligned>> = (0..64).map(|_| Box::new(PageAligned([7; 100]))).collect();
     for p in &pages {
@@ -42,6 +52,7 @@ fn aligned_zeroed_and_reallocated() {
 
 #[test]
 fn threads_allocate_through_locus() {
+    let _serial = serial();
     let before = locus::stats();
     let handles: Vec<_> = (0..4)
         .map(|t| std::thread::spawn(move || (0..10_000).map(|i| format!("{t}-{i}")).collect::<Vec<_>>()))

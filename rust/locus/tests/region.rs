@@ -4,8 +4,17 @@ use allocator_api2::boxed::Box;
 use allocator_api2::vec::Vec;
 use locus::Region;
 
+/// The statistics are the process's, and the test harness runs tests on parallel threads:
+/// each test holds this lock so that another test's allocations do not move its counts.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn collections_live_in_the_region() {
+    let _serial = serial();
     let mut region = Region::new().unwrap();
     let before = locus::stats().regions;
     assert!(before >= 1);
@@ -38,6 +47,7 @@ struct Wide([u8; 16]);
 
 #[test]
 fn over_aligned_and_zeroed() {
+    let _serial = serial();
     let region = Region::new().unwrap();
     let boxes: std::vec::Vec<Box<Wide, &Region>> = (0..100).map(|_| Box::new_in(Wide([3; 16]), &region)).collect();
     for b in &boxes {
@@ -54,6 +64,7 @@ fn over_aligned_and_zeroed() {
 
 #[test]
 fn dropping_the_region_releases_it() {
+    let _serial = serial();
     let before = locus::stats().regions;
     let region = Region::new().unwrap();
     assert_eq!(locus::stats().regions, before + 1);
