@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,7 +142,10 @@ def lackey_run(paths: Paths, command: list, env: dict, sizes: list, drag: bool,
     args = [str(tool), "--sizes", ",".join(map(str, sizes))] + (["--drag"] if drag else [])
     read_end, write_end = os.pipe()
     started = time.monotonic()
-    red = subprocess.Popen(args, stdin=read_end, stdout=subprocess.PIPE, text=True)
+    # The reducer writes to a file: with --drag it prints as it reads, and a pipe nobody
+    # reads yet would stop it and, through the log pipe, valgrind.
+    result = tempfile.TemporaryFile(mode="w+")
+    red = subprocess.Popen(args, stdin=read_end, stdout=result)
     os.close(read_end)
     vg = ["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-fd={write_end}",
           "--trace-children=yes", *command]
@@ -151,10 +155,14 @@ def lackey_run(paths: Paths, command: list, env: dict, sizes: list, drag: bool,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
         red.kill()
+        red.wait()
         raise LabError(f"{command[0]} under lackey took longer than {timeout:.0f} s") from None
     finally:
         os.close(write_end)
-    out, _ = red.communicate()
+    red.wait()
+    result.seek(0)
+    out = result.read()
+    result.close()
     seconds = time.monotonic() - started
     if red.returncode != 0:
         raise LabError(f"the page reducer failed (status {red.returncode})")
