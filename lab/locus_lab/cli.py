@@ -7,6 +7,8 @@
   locus report DIR                           re-draw tables, plots and report from saved runs
   locus list                                 allocators, workloads and tools found
   locus sites [--library NAME] -- COMMAND    per-call-site statistics (LOCUS_SITES)
+  locus paging [--allocators ...] -- COMMAND LRU page-miss curves, prefetchability, drag
+  locus pressure [--limits ...] -- COMMAND   runs in a memory-limited cgroup, if offered
 
 Bad input ends with one line on stderr and status 2; an interrupted run with status 130.
 """
@@ -28,6 +30,8 @@ from .sites import cmd_sites
 from .common import LabError, find_paths, human_bytes
 from .compare import CompareOptions, run_compare, run_report
 from .replay import ReplayOptions, run_replay
+from .paging import DEFAULT_ALLOCATORS, DEFAULT_SIZES, PagingOptions, run_paging
+from .pressure import PressureOptions, run_pressure
 
 
 QUICK_STATS_LIMIT = 5_000_000  # records; `locus trace` summarises smaller traces at once
@@ -184,6 +188,40 @@ def build_parser() -> argparse.ArgumentParser:
                     help="sites to list (default 20)")
     st.add_argument("--json", metavar="FILE", help="also write the sites' JSON to FILE")
     st.add_argument("--build-dir", metavar="DIR", help="the build folder")
+    pg = sub.add_parser("paging", help="LRU page-miss curves, swap prefetchability and object "
+                        "drag of a program under each allocator (valgrind lackey; slow)",
+                        description="Run COMMAND (after --) under valgrind's lackey once per "
+                        "allocator and reduce its data references to pages: the LRU miss "
+                        "curve for every memory size, prefetchability at --sizes, and with "
+                        "--drag object drag (docs/lab.md).")
+    pg.add_argument("--allocators", "-a", metavar="NAME,...",
+                    help=f"allocators (default: {DEFAULT_ALLOCATORS}); `all` for every one")
+    pg.add_argument("--sizes", default=DEFAULT_SIZES, metavar="SIZE,...",
+                    help=f"memory sizes for prefetchability, pages or 512K/4M/1G (default "
+                    f"{DEFAULT_SIZES}; at most 8)")
+    pg.add_argument("--drag", action="store_true",
+                    help="also object drag: preload the marking library and charge each "
+                    "reference to the live object containing it")
+    pg.add_argument("--output", "-o", metavar="DIR",
+                    help="results folder (default: locus-results/<date-time>)")
+    pg.add_argument("--timeout", type=_positive_float, default=3600.0, metavar="SECONDS",
+                    help="end a lackey run that takes longer (default 3600)")
+    pg.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
+    pg.add_argument("--build-dir", metavar="DIR", help="the build folder")
+
+    pr = sub.add_parser("pressure", help="run a program under each allocator in a "
+                        "memory-limited cgroup (cgroup v2 only)",
+                        description="Run COMMAND (after --) under each allocator with each "
+                        "memory limit (cgroup v2 memory.max): run time and major faults. "
+                        "Where the machine has no cgroup v2 memory controller to use, says so "
+                        "and points to `locus paging`.")
+    pr.add_argument("--allocators", "-a", metavar="NAME,...",
+                    help=f"allocators (default: {DEFAULT_ALLOCATORS}); `all` for every one")
+    pr.add_argument("--limits", default="16M,32M,64M", metavar="SIZE,...",
+                    help="memory limits, bytes as 512K/16M/1G (default 16M,32M,64M)")
+    pr.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS",
+                    help="end a run that takes longer (default 600)")
+    pr.add_argument("--build-dir", metavar="DIR", help="the build folder")
     return p
 
 
@@ -228,6 +266,15 @@ def main(argv: list | None = None) -> int:
                 baseline=args.baseline, plots=args.plots, argv=argv), console)
         if args.command == "sites":
             return cmd_sites(args, command, console)
+        if args.command == "paging":
+            return run_paging(PagingOptions(
+                command=command, allocators=args.allocators, sizes=args.sizes,
+                drag=args.drag, output=args.output, timeout=args.timeout, plots=args.plots,
+                build_dir=args.build_dir, argv=argv), console)
+        if args.command == "pressure":
+            return run_pressure(PressureOptions(
+                command=command, allocators=args.allocators, limits=args.limits,
+                timeout=args.timeout, build_dir=args.build_dir), console)
         if command and args.command != "trace":
             raise LabError(f"`locus {args.command}` takes no command after --")
         if args.command == "trace":
