@@ -7,13 +7,8 @@ static GLOBAL: locus::Locus = locus::Locus;
 #[repr(C, align(4096))]
 struct PageAligned([u8; 100]);
 
-/// The statistics are the process's, and the test harness runs tests on parallel threads:
-/// each test holds this lock so that another test's allocations do not move its counts.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+mod common;
+use common::serial;
 
 #[test]
 fn allocations_go_through_locus() {

@@ -4,13 +4,8 @@ use allocator_api2::boxed::Box;
 use allocator_api2::vec::Vec;
 use locus::Region;
 
-/// The statistics are the process's, and the test harness runs tests on parallel threads:
-/// each test holds this lock so that another test's allocations do not move its counts.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+mod common;
+use common::serial;
 
 #[test]
 fn collections_live_in_the_region() {
