@@ -281,16 +281,17 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
    * grows: the aligned-down distance is still at least the header's) */
   if (cfg_secure) offset = (map_size - size) & ~(user_align - 1);
   size_t base_align = align > SEGMENT_SIZE ? align : SEGMENT_SIZE;
+  size_t span = map_size + os_obj_guard();   /* the object's pages and its guard (secure) */
   huge_piece_t take[OS_OBJ_PARTS];
   unsigned ntake = 0;
   bool in_place = false;
-  if (!cfg_secure && opt.discard != DISCARD_IMMEDIATE) {   /* secure: no pool (unmapped on free) */
+  if (opt.discard != DISCARD_IMMEDIATE) {
     uint64_t now = now_ms();
     size_t live = atomic_load_explicit(&os_objects_bytes, memory_order_relaxed);
     bool gather = atomic_load_explicit(&os_parts_live, memory_order_relaxed) < HUGE_PARTS_MAX;
     lock_acquire(&huge_cache_lock);
     huge_demand(now, live + map_size);
-    if (huge_pool_n) in_place = huge_pool_pick(map_size, base_align, gather, take, &ntake);
+    if (huge_pool_n) in_place = huge_pool_pick(span, base_align, gather, take, &ntake);
     lock_release(&huge_cache_lock);
     huge_cache_tick();
   }
@@ -302,12 +303,11 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
     o = (os_obj_t *)take[0].addr;
     for (unsigned i = 0; i < ntake; i++) ends[nparts++] = (dirty += take[i].len);
   } else {
-    o = os_map_aligned(map_size + os_obj_guard(), base_align);
+    o = os_map_aligned(span, base_align);
     if (!o) {
       huge_pool_unmap(take, ntake);
       return NULL;
     }
-    if (os_obj_guard()) mprotect((char *)o + map_size, os_obj_guard(), PROT_NONE);
     for (unsigned i = 0; i < ntake; i++) {
       /* The pages of the piece replace those of the fresh mapping at o + dirty. */
       if (mremap(take[i].addr, take[i].len, take[i].len, MREMAP_MAYMOVE | MREMAP_FIXED, (char *)o + dirty) != MAP_FAILED)
@@ -316,7 +316,14 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
         huge_unmap(take[i].addr, take[i].len);   /* fresh pages stay there instead */
       ends[nparts++] = (dirty += take[i].len);
     }
-    if (dirty < map_size) ends[nparts++] = map_size;
+    if (dirty < span) ends[nparts++] = span;
+  }
+  /* secure: pool memory is inaccessible (os_obj_free); the guard page after the object is, or
+   * becomes, inaccessible. On failure (the mapping limit) the memory goes back to the OS. */
+  if (cfg_secure && ((dirty && mprotect(o, dirty < map_size ? dirty : map_size, PROT_READ | PROT_WRITE) != 0) ||
+                     mprotect((char *)o + map_size, os_obj_guard(), PROT_NONE) != 0)) {
+    huge_unmap(o, span);
+    return NULL;
   }
   o->map_size = map_size;
   o->offset = offset;
@@ -359,7 +366,7 @@ static void os_obj_free(void *p, const char *call) {
   size_t size = o->map_size;
   size_t live = atomic_fetch_sub_explicit(&os_objects_bytes, size, memory_order_relaxed) - size;
   atomic_fetch_sub_explicit(&os_objects_live, 1, memory_order_relaxed);
-  if (cfg_secure || opt.discard == DISCARD_IMMEDIATE || !opt.huge_cache) {
+  if (opt.discard == DISCARD_IMMEDIATE || !opt.huge_cache) {
     os_obj_unmap(o);   /* secure: a later access to the object faults */
     huge_cache_tick();
     return;
@@ -367,11 +374,27 @@ static void os_obj_free(void *p, const char *call) {
   unsigned nparts = o->nparts;
   size_t ends[OS_OBJ_PARTS];
   memcpy(ends, o->part_end, nparts * sizeof *ends);
+  if (cfg_secure) {
+    /* Secure: the pool's pages are inaccessible (a later access to the object faults, as if
+     * it were unmapped, and the fault handler names it while it is among the last freed), and
+     * no piece keeps segment-map entries (a second free sees unmapped memory: the ring names
+     * it a double free). The pages stay resident: reusing them costs no fault. */
+    o->state = OS_OBJ_CACHED;
+    segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
+    guard_note_unmapped(o, size + os_obj_guard());
+    if (mprotect(o, size, PROT_NONE) != 0) {   /* the mapping limit: unmapped instead */
+      atomic_fetch_sub_explicit(&os_parts_live, nparts, memory_order_relaxed);
+      huge_unmap(o, size + os_obj_guard());
+      huge_cache_tick();
+      return;
+    }
+  } else {
+    o->state = OS_OBJ_CACHED;
+    /* Only the head part keeps segment-map entries (see the top of the file). */
+    size_t head_end = align_up(ends[0], SEGMENT_SIZE);
+    if (head_end < size) segmap_set((char *)o + head_end, size - head_end, GRANULE_NONE, GRANULE_NONE);
+  }
   atomic_fetch_sub_explicit(&os_parts_live, nparts, memory_order_relaxed);
-  o->state = OS_OBJ_CACHED;
-  /* Only the head part keeps segment-map entries (see the top of the file). */
-  size_t head_end = align_up(ends[0], SEGMENT_SIZE);
-  if (head_end < size) segmap_set((char *)o + head_end, size - head_end, GRANULE_NONE, GRANULE_NONE);
   huge_piece_t drop[HUGE_POOL_PIECES + OS_OBJ_PARTS];
   unsigned ndrop = 0;
   uint64_t now = now_ms();
@@ -384,7 +407,7 @@ static void os_obj_free(void *p, const char *call) {
       huge_pool_take((unsigned)old, huge_pool[old].len, &drop[ndrop++]);
     }
     size_t start = i ? ends[i - 1] : 0;
-    huge_pool[huge_pool_n++] = (huge_piece_t){ (char *)o + start, ends[i] - start, now, i == 0 };
+    huge_pool[huge_pool_n++] = (huge_piece_t){ (char *)o + start, ends[i] - start, now, i == 0 && !cfg_secure };
     huge_cache_bytes += ends[i] - start;
   }
   ndrop += huge_pool_shrink(huge_idle_before(now), keep, drop + ndrop);

@@ -178,32 +178,40 @@ static inline uint64_t vam_random(heap_t *h) {
 #endif
 }
 
-/* Secure build: writes every slot's canary and puts slots 1.. on the free list in random
- * order (Fisher-Yates), the block's end after the last one listed. Nothing is left to bump. */
+/* Secure build: writes every slot's canary and lists slots 1.. on the free list, the block's
+ * end after the last slot (nothing is left to bump). The order is random within each window of
+ * VAM_SHUFFLE_WINDOW consecutive slots (Fisher-Yates), the windows in address order: which
+ * neighbours an object gets cannot be predicted, while consecutive allocations stay within a
+ * few cache lines of each other, as bump allocation keeps them (a shuffle of the whole block
+ * made a walk of a freshly built list 2x slower). */
 static void vam_block_fill(heap_t *h, desc_t *b) {
   char *start = desc_start(b);
-  size_t size = b->obj_size, cap = (size_t)(b->u.blk.end - start) / size, n = 0;
-  uint16_t order[VAM_SHUFFLE_MAX];
-  if (cap > VAM_SHUFFLE_MAX + 1) cap = VAM_SHUFFLE_MAX + 1;
+  size_t size = b->obj_size, cap = (size_t)(b->u.blk.end - start) / size;
   for (size_t i = 0; i < cap; i++) {
     uintptr_t *gap = (uintptr_t *)(start + i * size + size - VAM_CANARY);
     gap[0] = vam_canary(gap);
     gap[1] = vam_canary(gap + 1);
-    if (i) order[n++] = (uint16_t)i;
   }
-  for (size_t i = n; i > 1; i--) {
-    size_t j = (size_t)(((vam_random(h) >> 32) * i) >> 32), t = order[i - 1];   /* below i, no division */
-    order[i - 1] = order[j];
-    order[j] = (uint16_t)t;
-  }
-  char *head = NULL;
-  for (size_t k = 0; k < n; k++) {
-    char *slot = start + (size_t)order[k] * size;
-    *(uintptr_t *)slot = vam_link_encode(h, slot, head);
-    head = slot;
+  char *head = NULL;   /* pushed from the last window down: the list starts at the first */
+  for (size_t hi = cap; hi > 1;) {
+    size_t lo = (hi - 1) / VAM_SHUFFLE_WINDOW * VAM_SHUFFLE_WINDOW, n = 0;
+    uint16_t order[VAM_SHUFFLE_WINDOW];
+    if (lo == 0) lo = 1;   /* slot 0 is never handed out (vam.h) */
+    for (size_t i = lo; i < hi; i++) order[n++] = (uint16_t)i;
+    for (size_t i = n; i > 1; i--) {
+      size_t j = (size_t)(((vam_random(h) >> 32) * i) >> 32), t = order[i - 1];   /* below i, no division */
+      order[i - 1] = order[j];
+      order[j] = (uint16_t)t;
+    }
+    for (size_t k = 0; k < n; k++) {
+      char *slot = start + (size_t)order[k] * size;
+      *(uintptr_t *)slot = vam_link_encode(h, slot, head);
+      head = slot;
+    }
+    hi = lo;
   }
   b->u.blk.free = head;
-  b->u.blk.end = b->u.blk.bump = start + cap * size;
+  b->u.blk.bump = b->u.blk.end = start + cap * size;
   b->flags &= (uint16_t)~FLAG_CLEAN;
 }
 
@@ -749,7 +757,8 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
     if (old && old != b && old->used == 0) vam_block_drop(h, old, true);
     h->d.spare[cls] = b;
     if (cfg_secure) {
-      vam_block_fill(h, b);
+      /* its list holds every slot (in the order they were freed) and its canaries are intact:
+       * kept as it is (no bump mode to go back to) */
     } else if (!cfg_block_bitmap) {
       b->u.blk.bump = desc_start(b);
       b->u.blk.free = NULL;
@@ -793,7 +802,7 @@ static NOINLINE void vam_free_other(heap_t *h, desc_t *d, void *p, const char *c
   design_free_run(h, d - d->back, p, off, call);
 }
 
-static void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call);
+static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call);
 
 static ALWAYS_INLINE void vam_free_plain(heap_t *h, desc_t *d, void *p, const char *call) {
   if (!cfg_fast_free) {
@@ -871,24 +880,51 @@ static inline void **vam_quarantine_next(heap_t *h) {
 #endif
 }
 
-/* An object leaves the quarantine: its poison must be intact (else it was written after it
- * was freed), then it is freed for reuse. */
-static void vam_quarantine_release(heap_t *h, void *p) {
-  segment_t *s = segment_of(p);
-  desc_t *d = desc_of_page(s, p);
+#define VAM_POISON_WORD ((uintptr_t)0x0101010101010101ull * VAM_POISON)
+
+/* Whether the n bytes of quarantined object p after its mark word still hold the poison. */
+static inline bool vam_poison_intact(const void *p, size_t n) {
   const unsigned char *b = p;
-  size_t n = vam_poison_len(d - d->back, p, "free()"), i = sizeof(uintptr_t);
-  uintptr_t diff = *(uintptr_t *)p ^ vam_qmark(p), poison = (uintptr_t)0x0101010101010101ull * VAM_POISON;
+  uintptr_t diff = 0;
+  size_t i = sizeof(uintptr_t);
   for (; i + sizeof(uintptr_t) <= n; i += sizeof(uintptr_t)) {   /* a word at a time */
     uintptr_t w;
     memcpy(&w, b + i, sizeof w);
-    diff |= w ^ poison;
+    diff |= w ^ VAM_POISON_WORD;
   }
   for (; i < n; i++) diff |= b[i] ^ VAM_POISON;
-  bool ok = diff == 0;
-  if (!ok) locus_fatal("free()", "write after free to", p);
-  *(uintptr_t *)p = 0;   /* no longer marked (an 8-byte slot: its link, which must not decode) */
+  return diff == 0;
+}
+
+/* An object leaves the quarantine: its mark and poison must be intact (else it was written
+ * after it was freed), then it is freed for reuse. A slot of the free fast path's blocks goes
+ * the flagship's fast way (its poison is min(usable, VAM_POISON_MAX) bytes, a multiple of 16). */
+static void vam_quarantine_release(heap_t *h, void *p) {
+  segment_t *s = segment_of(p);
+  desc_t *d = desc_of_page(s, p);
+  uint32_t back = d->back, off = (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (back << os_page_shift);
+  uintptr_t *w = p;
+  if (likely(slot_multiple(off, d->aux))) {
+    desc_t *b = d - back;
+    size_t n = b->obj_size - VAM_CANARY;
+    if (n > VAM_POISON_MAX) n = VAM_POISON_MAX;
+    uintptr_t diff = w[0] ^ vam_qmark(p);
+    for (size_t i = 1; i < n / sizeof(uintptr_t); i++) diff |= w[i] ^ VAM_POISON_WORD;
+    if (unlikely(diff)) locus_fatal("free()", "write after free to", p);
+    vam_free_slot(h, b, p, "free()");
+    return;
+  }
+  size_t n = vam_poison_len(d - back, p, "free()");
+  if (w[0] != vam_qmark(p) || !vam_poison_intact(p, n)) locus_fatal("free()", "write after free to", p);
+  w[0] = 0;   /* no longer marked (an 8-byte slot: its link, which must not decode) */
   vam_free_plain(h, d, p, "free()");
+}
+
+/* p enters the quarantine, the oldest object leaves it. */
+static ALWAYS_INLINE void vam_quarantine_push(heap_t *h, void *p) {
+  void **q = vam_quarantine_next(h), *old = *q;
+  *q = p;
+  if (old) vam_quarantine_release(h, old);
 }
 
 /* Empties the quarantine (thread exit, purge). */
@@ -904,7 +940,7 @@ static void vam_quarantine_flush(heap_t *h) {
  * not slot 0, not free or quarantined, canaries on both sides intact; large chunk: its header
  * and its neighbours'), marked and poisoned, and takes the oldest object's place in the
  * quarantine, which is freed for reuse. Core runs (regions) are freed at once. */
-static NOINLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
+static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const char *call) {
   desc_t *b = d - d->back;
   if (b->kind == KIND_VAM_BLOCK) {
     if (vam_slot_index(b, p, call) == 0) locus_fatal(call, "invalid pointer", p);
@@ -923,9 +959,31 @@ static NOINLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *
   size_t n = vam_poison_len(b, p, call);
   *(uintptr_t *)p = vam_qmark(p);
   if (n > sizeof(uintptr_t)) memset((char *)p + sizeof(uintptr_t), VAM_POISON, n - sizeof(uintptr_t));
-  void **q = vam_quarantine_next(h), *old = *q;
-  *q = p;
-  if (old) vam_quarantine_release(h, old);
+  vam_quarantine_push(h, p);
+}
+
+/* The secure build's free. Its fast path takes what the flagship's does (a slot of a block
+ * whose slots hold a link and a marker word): the slot must be handed out (below the block's
+ * end, not slot 0), not free (marker) nor quarantined (mark), with the canary words next to
+ * it intact (the one after it, and its lower neighbour's last, just before it: a 1-byte
+ * overflow or underflow changes one of them); then it is marked, poisoned (its first
+ * VAM_POISON_MAX bytes at most: whole words, the usable size being a multiple of 16) and
+ * quarantined. Everything else takes vam_free_secure_other. */
+static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
+  uint32_t back = d->back, off = (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (back << os_page_shift);
+  if (unlikely(!slot_multiple(off, d->aux) || off == 0)) { vam_free_secure_other(h, d, p, call); return; }
+  desc_t *b = d - back;
+  uintptr_t *w = p;
+  if (unlikely((char *)p >= b->u.blk.end)) { vam_free_unbumped(b, p, p, call); return; }
+  if (unlikely(w[1] == free_marker(p) || w[0] == vam_qmark(p))) { locus_fatal_jump(call, "double free", p); return; }
+  size_t n = b->obj_size - VAM_CANARY;
+  const uintptr_t *after = (const uintptr_t *)((char *)p + n), *before = w - 1;
+  if (unlikely((*after ^ vam_canary(after)) | (*before ^ vam_canary(before))))
+    locus_fatal(call, "heap overflow or underflow (canary overwritten) next to", p);
+  if (n > VAM_POISON_MAX) n = VAM_POISON_MAX;
+  w[0] = vam_qmark(p);
+  for (size_t i = 1; i < n / sizeof(uintptr_t); i++) w[i] = VAM_POISON_WORD;
+  vam_quarantine_push(h, p);
 }
 
 /* The most usable bytes an object that operator new(size) returned can have: a sized delete

@@ -111,7 +111,8 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  *    writes after the block is filled; a free checks the canaries on both sides of the object,
  *    so an overflow or underflow is reported by the next free of the object or a neighbour.
  *    A block's slot 0 is never handed out: its canary guards slot 1's front;
- *  - a block is filled with its slots on its free list in random order (never bump order);
+ *  - a new block is filled with its slots on its free list in random order within windows of
+ *    VAM_SHUFFLE_WINDOW slots (never bump order); an emptied block keeps its list;
  *  - a freed block object or large chunk waits in a ring of VAM_QUARANTINE before it is
  *    reusable, marked (word 0) and poisoned; leaving the ring, the poison is verified;
  *  - no foreign-object cache (objects of other heaps go home at once).
@@ -119,8 +120,8 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  * an object in the quarantine holds vam_qmark(address) in word 0 and is counted in use. */
 #define VAM_QUARANTINE 32
 #define VAM_CANARY ((size_t)(LOCUS_SECURE ? 16 : 0))   /* bytes after each slot's object */
-#define VAM_POISON_MAX 64          /* bytes of a quarantined object poisoned and verified */
-#define VAM_SHUFFLE_MAX 256        /* most slots of a block in random order (the rest unused) */
+#define VAM_POISON_MAX 32          /* bytes of a quarantined object poisoned and verified */
+#define VAM_SHUFFLE_WINDOW 8       /* slots shuffled together when a block is filled */
 #if LOCUS_SECURE && (LOCUS_VAM_SMALL_HEADERS || LOCUS_VAM_BITMAP || LOCUS_VAM_SITES)
 #error "the secure build is the flagship with hardening: no ablation knobs"
 #endif
