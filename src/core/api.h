@@ -147,7 +147,11 @@ static size_t usable_impl(const void *p, const char *call) {
     desc_t *d = desc_head(s, p);
     if (d->kind >= KIND_DESIGN) return design_usable(d, p, call);
     if (kind_is_region(d->kind)) return region_usable(d, p, call);
-    if (d->kind == KIND_HUGE && p == desc_start(d)) return d->u.huge.usable;
+    if (d->kind == KIND_HUGE && p == huge_user(d)) {
+      if (cfg_secure && (d->flags & FLAG_QUARANTINED)) locus_fatal(call, "pointer to a freed object", p);
+      if (cfg_secure && !big_canary_ok((const char *)p - 16)) locus_fatal(call, "heap underflow (canary overwritten) before", p);
+      return d->u.huge.usable;
+    }
     free_not_object(d, p, call);
   }
   if (g != GRANULE_NONE) return os_obj_usable(os_obj_of(p, call));
@@ -487,7 +491,10 @@ LOCUS_API size_t locus_purge(void) {
     region_release_chunks(me);
     pages_purge(me, UINT64_MAX, 0);
   }
-  if (huge_heap) pages_purge(huge_heap, UINT64_MAX, 0);
+  if (huge_heap) {
+    huge_run_quarantine_flush(huge_heap);
+    pages_purge(huge_heap, UINT64_MAX, 0);
+  }
   lock_acquire(&registry_lock);
   for (heap_t *h = registry; h; h = h->next_all) {
     if (h == me || atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) continue;

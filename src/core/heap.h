@@ -43,6 +43,11 @@ enum heap_state { HEAP_OWNED = 0, HEAP_ABANDONED = 1 };
 #define HEAP_REGION_CHUNK_BYTES (256u << 10)
 
 typedef struct heap heap_t;
+/* Secure build: huge runs freed into a heap's page manager wait in a ring before they are
+ * reusable (huge.h); at most this many, and at most this many bytes. */
+#define HUGE_RUN_QUARANTINE 8
+#define HUGE_RUN_QUARANTINE_BYTES ((size_t)4 << 20)
+
 struct heap {
   design_heap_t d;              /* first: the allocation fast path reads only this */
   heap_stats_t stats;
@@ -65,6 +70,11 @@ struct heap {
   unsigned nchunks;
   size_t chunk_bytes;
   desc_t *chunks[HEAP_REGION_CHUNKS];
+#if LOCUS_SECURE
+  desc_t *run_quarantine[HUGE_RUN_QUARANTINE];   /* under pages_lock; oldest at run_qnext */
+  unsigned run_qnext;
+  size_t run_qbytes;
+#endif
 };
 
 /* Every allocation failure returns through here: glibc sets errno on each, and so do we. Being
@@ -165,7 +175,12 @@ static void heap_check_now(heap_t *h);
 
 static void pages_purge_run(heap_t *h, desc_t *r);
 static void heap_free_remote_run(heap_t *h, desc_t *d, void *p, const char *call);
+static void huge_run_free_secure(heap_t *ph, desc_t *r, void *p, const char *call);
 static void heap_sweep_abandoned(uint64_t now);
+
+/* A huge run object's address: the run's start, after the secure build's canary (huge.h). */
+static inline size_t huge_front(void) { return cfg_secure ? 16 : 0; }
+static inline char *huge_user(const desc_t *r) { return desc_start(r) + huge_front(); }
 static inline void huge_cache_tick(void);
 static size_t segment_header_pages;    /* the same for every segment */
 
@@ -394,7 +409,7 @@ static void pages_shared_decay(uint64_t now) {
 static void pages_free_checked(heap_t *h, desc_t *r, const void *p, const char *call) {
   uint64_t now = now_ms();
   lock_acquire(&h->pages_lock);
-  if (p && (r->kind != KIND_HUGE || p != desc_start(r))) {
+  if (p && (r->kind != KIND_HUGE || p != huge_user(r))) {
     const char *what = r->kind == KIND_FREE ? "double free" : "invalid pointer";
     lock_release(&h->pages_lock);
     locus_fatal(call, what, p);
@@ -601,7 +616,8 @@ static void heap_sweep_abandoned(uint64_t now) {
 static void heap_free_remote_run(heap_t *h, desc_t *d, void *p, const char *call) {
   size_t usable = d->u.huge.usable;   /* before the run is free (meaningless if p is invalid:
                                          then pages_free_checked does not return) */
-  pages_free_checked(h, d, p, call);
+  if (cfg_secure) huge_run_free_secure(h, d, p, call);
+  else pages_free_checked(h, d, p, call);
   atomic_fetch_add_explicit(&h->remote_runs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&h->remote_run_bytes, usable, memory_order_relaxed);
 }
@@ -615,7 +631,7 @@ static NOINLINE void heap_free_remote(heap_t *h, desc_t *d, void *p, const char 
     return;
   }
   if (d->kind >= KIND_DESIGN) design_check_remote(d, p, call);
-  else if (d->kind != KIND_HUGE || p != desc_start(d)) locus_fatal(call, "invalid pointer", p);
+  else if (d->kind != KIND_HUGE || p != huge_user(d)) locus_fatal(call, "invalid pointer", p);
   void *head = atomic_load_explicit(&h->remote, memory_order_relaxed);
   do {
     if (unlikely(head == p)) locus_fatal(call, "double free", p);

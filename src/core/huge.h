@@ -91,19 +91,23 @@ static void huge_unmap(void *p, size_t size) {
 static inline size_t os_obj_guard(void) { return cfg_secure ? os_page_size : 0; }
 
 /* ... and a canary in the 16 bytes before the object (in its header page), checked on free:
- * an underflow is reported there. */
-static inline uintptr_t os_obj_canary(const void *at) {
+ * an underflow is reported there. The same 16-byte canaries (keyed values of their address)
+ * frame huge run objects (below). */
+static inline uintptr_t big_canary(const void *at) {
   return ((uintptr_t)at ^ segment_cookie) * 0x9E3779B97F4A7C15ull;
 }
-static void os_obj_canary_set(char *p) {
-  uintptr_t *w = (uintptr_t *)(p - 16);
-  w[0] = os_obj_canary(w);
-  w[1] = os_obj_canary(w + 1);
+static void big_canary_set(char *at) {
+  uintptr_t *w = (uintptr_t *)at;
+  w[0] = big_canary(w);
+  w[1] = big_canary(w + 1);
 }
+static bool big_canary_ok(const char *at) {
+  const uintptr_t *w = (const uintptr_t *)at;
+  return w[0] == big_canary(w) && w[1] == big_canary(w + 1);
+}
+static void os_obj_canary_set(char *p) { big_canary_set(p - 16); }
 static void os_obj_canary_check(const char *p, const char *call) {
-  const uintptr_t *w = (const uintptr_t *)(p - 16);
-  if (w[0] != os_obj_canary(w) || w[1] != os_obj_canary(w + 1))
-    locus_fatal(call, "heap underflow (canary overwritten) before", p);
+  if (!big_canary_ok(p - 16)) locus_fatal(call, "heap underflow (canary overwritten) before", p);
 }
 
 static void guard_note_unmapped(const os_obj_t *o, size_t size);
@@ -468,10 +472,85 @@ static bool os_obj_resize(void *p, size_t size) {
 
 /* ---- huge objects in runs of pages ---------------------------------------------------------- */
 
+/* ---- secure build: huge run objects framed by canaries, and their quarantine ----------------
+ * A run object is [canary 16 B][object: usable bytes, a multiple of 16][canary 16 B][slack],
+ * the canaries checked when the object is freed or resized. A freed run has its first
+ * HUGE_POISON_BYTES poisoned and waits in its page manager's ring (heap.h) before its pages are
+ * free again; leaving the ring, the poison is verified: writes after free are reported then.
+ * Aligned requests (over 16 B) take own mappings instead. */
+#define HUGE_POISON_BYTES 32
+#define HUGE_POISON 0xDB
+
+static inline size_t huge_usable_for(size_t size) {
+  return cfg_secure ? align_up(size ? size : 1, QUANTUM) : ((size ? size : 1) + os_page_size - 1) & ~(os_page_size - 1);
+}
+static inline size_t huge_pages_for(size_t usable) {
+  return (usable + 2 * huge_front() + os_page_size - 1) >> os_page_shift;
+}
+
+#if LOCUS_SECURE
+static COLD NOINLINE void huge_fatal_unlock(heap_t *ph, const char *call, const char *what, const void *p) {
+  lock_release(&ph->pages_lock);
+  locus_fatal(call, what, p);
+}
+
+/* The oldest run leaves ph's ring (caller holds ph->pages_lock): its poison verified, its
+ * pages free again. */
+static void huge_run_release_locked(heap_t *ph, unsigned i) {
+  desc_t *r = ph->run_quarantine[i];
+  const unsigned char *p = (const unsigned char *)huge_user(r);
+  unsigned char diff = 0;
+  for (unsigned k = 0; k < HUGE_POISON_BYTES; k++) diff |= p[k] ^ HUGE_POISON;
+  if (diff) huge_fatal_unlock(ph, "free()", "write after free to", p);
+  ph->run_quarantine[i] = NULL;
+  ph->run_qbytes -= (size_t)r->npages << os_page_shift;
+  r->flags &= (uint16_t)~FLAG_QUARANTINED;
+  pages_give(ph, r);
+}
+
+/* Frees huge run object p (run r of ph's page manager), checked: a live run object (else a
+ * double free, or not an object), canaries intact. */
+static void huge_run_free_secure(heap_t *ph, desc_t *r, void *p, const char *call) {
+  uint64_t now = now_ms();
+  lock_acquire(&ph->pages_lock);
+  if (r->kind != KIND_HUGE || p != huge_user(r))
+    huge_fatal_unlock(ph, call, r->kind == KIND_FREE ? "double free" : "invalid pointer", p);
+  if (r->flags & FLAG_QUARANTINED) huge_fatal_unlock(ph, call, "double free", p);
+  if (!big_canary_ok((char *)p - 16)) huge_fatal_unlock(ph, call, "heap underflow (canary overwritten) before", p);
+  if (!big_canary_ok((char *)p + r->u.huge.usable)) huge_fatal_unlock(ph, call, "heap overflow (canary overwritten) after", p);
+  memset(p, HUGE_POISON, HUGE_POISON_BYTES);
+  r->flags |= FLAG_QUARANTINED;
+  unsigned newest = ph->run_qnext;
+  if (ph->run_quarantine[newest]) huge_run_release_locked(ph, newest);
+  ph->run_quarantine[newest] = r;
+  ph->run_qbytes += (size_t)r->npages << os_page_shift;
+  ph->run_qnext = (newest + 1) % HUGE_RUN_QUARANTINE;
+  for (unsigned k = 1; k < HUGE_RUN_QUARANTINE && ph->run_qbytes > HUGE_RUN_QUARANTINE_BYTES; k++) {
+    unsigned i = (newest + k) % HUGE_RUN_QUARANTINE;   /* oldest first, never the newest */
+    if (ph->run_quarantine[i]) huge_run_release_locked(ph, i);
+  }
+  pages_policy_locked(ph, now);
+  lock_release(&ph->pages_lock);
+  pages_shared_decay(now);
+}
+
+/* Empties ph's ring (purge). */
+static void huge_run_quarantine_flush(heap_t *ph) {
+  lock_acquire(&ph->pages_lock);
+  for (unsigned i = 0; i < HUGE_RUN_QUARANTINE; i++)
+    if (ph->run_quarantine[i]) huge_run_release_locked(ph, i);
+  lock_release(&ph->pages_lock);
+}
+#else
+static void huge_run_free_secure(heap_t *ph, desc_t *r, void *p, const char *call) { pages_free_checked(ph, r, p, call); }
+static void huge_run_quarantine_flush(heap_t *ph) { (void)ph; }
+#endif
+
 static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   if (unlikely(h == &heap_empty) && !(h = heap_acquire())) return alloc_failed();
-  size_t pages = size ? (size + os_page_size - 1) >> os_page_shift : 1;
-  if (cfg_secure || size >= opt.os_threshold || size > PTRDIFF_MAX || pages + align / os_page_size > (SEGMENT_SIZE >> os_page_shift) / 2) {
+  size_t usable = huge_usable_for(size), pages = huge_pages_for(usable);
+  if ((cfg_secure && align > QUANTUM) || size >= opt.os_threshold || size > PTRDIFF_MAX ||
+      pages + align / os_page_size > (SEGMENT_SIZE >> os_page_shift) / 2) {
     void *p = os_obj_alloc(size, align, zero);
     return p ? p : alloc_failed();
   }
@@ -483,22 +562,27 @@ static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero
   desc_t *r = pages_alloc(ph, pages, align > os_page_size ? align >> os_page_shift : 1, &clean);
   if (!r) return alloc_failed();
   r->kind = KIND_HUGE;
-  r->u.huge.usable = pages << os_page_shift;
+  r->u.huge.usable = usable;
   h->stats.huge_in_use++;
   h->stats.malloc_calls++;
   h->stats.bytes_allocated += r->u.huge.usable;
-  void *p = desc_start(r);
+  char *p = huge_user(r);
+  if (cfg_secure) {
+    big_canary_set(p - 16);
+    big_canary_set(p + usable);
+  }
   if (zero && !clean) memset(p, 0, size);
   heap_debug_tick(h);
   return p;
 }
 
 static void huge_free(heap_t *h, desc_t *r, void *p, const char *call) {
-  if (p != desc_start(r)) locus_fatal(call, "invalid pointer", p);
+  if (p != huge_user(r)) locus_fatal(call, "invalid pointer", p);
   h->stats.huge_in_use--;
   h->stats.free_calls++;
   h->stats.bytes_allocated -= r->u.huge.usable;
-  pages_free(h, r);   /* which also runs the pool's decay check */
+  if (cfg_secure) huge_run_free_secure(h, r, p, call);
+  else pages_free(h, r);   /* which also runs the pool's decay check */
   heap_debug_tick(h);
 }
 
@@ -518,17 +602,20 @@ static NOINLINE void core_free(heap_t *h, desc_t *d, void *p, const char *call) 
 /* Resizes a huge run object in place when the pages allow it. Its pages are ph's (the huge
  * heap's, or the caller's own); h is the caller's heap, which counts the bytes. */
 static bool huge_resize(heap_t *h, heap_t *ph, desc_t *r, size_t size) {
-  size_t pages = (size + os_page_size - 1) >> os_page_shift;
-  if (pages == 0 || size >= opt.os_threshold) return false;
-  size_t old = r->npages;
+  if (size == 0 || size >= opt.os_threshold) return false;
+  char *p = huge_user(r);
+  if (cfg_secure && !big_canary_ok(p + r->u.huge.usable))   /* (the front one: usable_impl) */
+    locus_fatal("realloc()", "heap overflow (canary overwritten) after", p);
+  size_t usable = huge_usable_for(size), pages = huge_pages_for(usable), old = r->npages;
   if (pages < old) {
     if (pages < old / 2) return false;
     pages_shrink(ph, r, pages);
-  } else if (!pages_grow(ph, r, pages)) {
+  } else if (pages > old && !pages_grow(ph, r, pages)) {
     return false;
   }
-  h->stats.bytes_allocated += (pages << os_page_shift) - r->u.huge.usable;
-  r->u.huge.usable = pages << os_page_shift;
+  if (cfg_secure) big_canary_set(p + usable);
+  h->stats.bytes_allocated += usable - r->u.huge.usable;
+  r->u.huge.usable = usable;
   return true;
 }
 
