@@ -295,7 +295,7 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
     bool gather = atomic_load_explicit(&os_parts_live, memory_order_relaxed) < HUGE_PARTS_MAX;
     lock_acquire(&huge_cache_lock);
     huge_demand(now, live + map_size);
-    if (huge_pool_n) in_place = huge_pool_pick(span, base_align, gather, take, &ntake);
+    if (huge_pool_n) in_place = huge_pool_pick(map_size, base_align, gather, take, &ntake) && !cfg_secure;
     lock_release(&huge_cache_lock);
     huge_cache_tick();
   }
@@ -320,14 +320,13 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
         huge_unmap(take[i].addr, take[i].len);   /* fresh pages stay there instead */
       ends[nparts++] = (dirty += take[i].len);
     }
-    if (dirty < span) ends[nparts++] = span;
-  }
-  /* secure: pool memory is inaccessible (os_obj_free); the guard page after the object is, or
-   * becomes, inaccessible. On failure (the mapping limit) the memory goes back to the OS. */
-  if (cfg_secure && ((dirty && mprotect(o, dirty < map_size ? dirty : map_size, PROT_READ | PROT_WRITE) != 0) ||
-                     mprotect((char *)o + map_size, os_obj_guard(), PROT_NONE) != 0)) {
-    huge_unmap(o, span);
-    return NULL;
+    if (dirty < map_size) ends[nparts++] = map_size;
+    /* secure: the guard page after the object (never in place: a new object always gets a
+     * fresh mapping with a guard, its pool pieces moved into it) */
+    if (os_obj_guard() && mprotect((char *)o + map_size, os_obj_guard(), PROT_NONE) != 0) {
+      huge_unmap(o, span);   /* the mapping limit */
+      return NULL;
+    }
   }
   o->map_size = map_size;
   o->offset = offset;
@@ -378,20 +377,34 @@ static void os_obj_free(void *p, const char *call) {
   unsigned nparts = o->nparts;
   size_t ends[OS_OBJ_PARTS];
   memcpy(ends, o->part_end, nparts * sizeof *ends);
+  char *base = (char *)o;             /* where the pool pieces are */
   if (cfg_secure) {
-    /* Secure: the pool's pages are inaccessible (a later access to the object faults, as if
-     * it were unmapped, and the fault handler names it while it is among the last freed), and
-     * no piece keeps segment-map entries (a second free sees unmapped memory: the ring names
-     * it a double free). The pages stay resident: reusing them costs no fault. */
+    /* Secure: the object's pages move away (mremap: their page tables move, without a fault
+     * or a copy) to an address the program never had, and its own addresses are unmapped, the
+     * guard page too: a later access to the object faults (the fault handler names it while
+     * it is among the last freed), and no piece keeps segment-map entries (a second free sees
+     * unmapped memory: the ring names it a double free). The pages stay resident: reusing
+     * them costs no fault. (Making them inaccessible in place costs an mprotect of every page
+     * table entry at each free and each reuse: 8x the system time of a buffer-replacing
+     * workload.) */
     o->state = OS_OBJ_CACHED;
     segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
     guard_note_unmapped(o, size + os_obj_guard());
-    if (mprotect(o, size, PROT_NONE) != 0) {   /* the mapping limit: unmapped instead */
+    base = os_map(size);
+    bool moved = base != NULL;
+    for (unsigned i = 0; moved && i < nparts; i++) {
+      size_t start = i ? ends[i - 1] : 0;
+      moved = mremap((char *)o + start, ends[i] - start, ends[i] - start, MREMAP_MAYMOVE | MREMAP_FIXED, base + start) != MAP_FAILED;
+    }
+    if (!moved) {   /* the mapping limit: unmapped instead */
+      if (base) huge_unmap(base, size);
       atomic_fetch_sub_explicit(&os_parts_live, nparts, memory_order_relaxed);
       huge_unmap(o, size + os_obj_guard());
       huge_cache_tick();
       return;
     }
+    atomic_fetch_sub_explicit(&os_bytes_mapped, size, memory_order_relaxed);   /* counted again by os_map */
+    huge_unmap((char *)o + size, os_obj_guard());
   } else {
     o->state = OS_OBJ_CACHED;
     /* Only the head part keeps segment-map entries (see the top of the file). */
@@ -411,7 +424,7 @@ static void os_obj_free(void *p, const char *call) {
       huge_pool_take((unsigned)old, huge_pool[old].len, &drop[ndrop++]);
     }
     size_t start = i ? ends[i - 1] : 0;
-    huge_pool[huge_pool_n++] = (huge_piece_t){ (char *)o + start, ends[i] - start, now, i == 0 && !cfg_secure };
+    huge_pool[huge_pool_n++] = (huge_piece_t){ base + start, ends[i] - start, now, i == 0 && !cfg_secure };
     huge_cache_bytes += ends[i] - start;
   }
   ndrop += huge_pool_shrink(huge_idle_before(now), keep, drop + ndrop);

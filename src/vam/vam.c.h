@@ -316,7 +316,7 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
   if (cfg_block_bitmap) {
     if (b == &h->d.none || !(p = vam_bitmap_take(h, b))) return NULL;
     if (zero) memset(p, 0, b->obj_size);
-  } else if (likely((p = b->u.blk.bump) < b->u.blk.end)) {   /* (secure: never) */
+  } else if (!cfg_secure && likely((p = b->u.blk.bump) < b->u.blk.end)) {   /* (secure: nothing to bump) */
     if (!p) __builtin_unreachable();   /* below a block's end: a real address (no NULL test) */
     char *bump = p + b->obj_size;
     b->u.blk.bump = bump;
@@ -579,8 +579,9 @@ static bool vam_resize_large(heap_t *h, desc_t *r, void *p, size_t size) {
 
 /* ---- the design contract ----------------------------------------------------------------- */
 
-/* vam-sites needs the caller's return address: inlined into the exported entry points. */
-#if LOCUS_VAM_SITES
+/* vam-sites needs the caller's return address: inlined into the exported entry points (and
+ * the secure build's, with its checks, would not be inlined otherwise). */
+#if LOCUS_VAM_SITES || LOCUS_SECURE
 #define VAM_ALLOC_INLINE ALWAYS_INLINE
 #else
 #define VAM_ALLOC_INLINE inline
@@ -778,10 +779,17 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
 /* The fast path's free of slot p of block b, p a multiple of the slot size (16 B or more):
  * below the bump pointer (handed out), no marker (not free already), then onto the block's
  * list; a full block moves to the front of its class's list. */
+static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
   if (unlikely((char *)p >= b->u.blk.bump)) { vam_free_unbumped(b, p, p, call); return; }
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }
+  vam_slot_push(h, b, p, marker);
+}
+
+/* Slot p (checked) goes onto its block's list. */
+static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
+  uintptr_t *w = p;
   void *head = b->u.blk.free;
   w[1] = marker;
   b->u.blk.free = p;   /* between the two words' stores: kept as two plain stores */
@@ -899,25 +907,24 @@ static inline bool vam_poison_intact(const void *p, size_t n) {
 /* An object leaves the quarantine: its mark and poison must be intact (else it was written
  * after it was freed), then it is freed for reuse. A slot of the free fast path's blocks goes
  * the flagship's fast way (its poison is min(usable, VAM_POISON_MAX) bytes, a multiple of 16). */
-static void vam_quarantine_release(heap_t *h, void *p) {
+static NOINLINE void vam_quarantine_release_other(heap_t *h, desc_t *d, void *p) {
+  uintptr_t *w = p;
+  size_t n = vam_poison_len(d - d->back, p, "free()");
+  if (w[0] != vam_qmark(p) || !vam_poison_intact(p, n)) locus_fatal("free()", "write after free to", p);
+  w[0] = 0;   /* no longer marked (an 8-byte slot: its link, which must not decode) */
+  vam_free_plain(h, d, p, "free()");
+}
+static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p) {
   segment_t *s = segment_of(p);
   desc_t *d = desc_of_page(s, p);
   uint32_t back = d->back, off = (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (back << os_page_shift);
   uintptr_t *w = p;
-  if (likely(slot_multiple(off, d->aux))) {
-    desc_t *b = d - back;
-    size_t n = b->obj_size - VAM_CANARY;
-    if (n > VAM_POISON_MAX) n = VAM_POISON_MAX;
-    uintptr_t diff = w[0] ^ vam_qmark(p);
-    for (size_t i = 1; i < n / sizeof(uintptr_t); i++) diff |= w[i] ^ VAM_POISON_WORD;
-    if (unlikely(diff)) locus_fatal("free()", "write after free to", p);
-    vam_free_slot(h, b, p, "free()");
-    return;
-  }
-  size_t n = vam_poison_len(d - back, p, "free()");
-  if (w[0] != vam_qmark(p) || !vam_poison_intact(p, n)) locus_fatal("free()", "write after free to", p);
-  w[0] = 0;   /* no longer marked (an 8-byte slot: its link, which must not decode) */
-  vam_free_plain(h, d, p, "free()");
+  if (unlikely(!slot_multiple(off, d->aux))) { vam_quarantine_release_other(h, d, p); return; }
+  desc_t *b = d - back;   /* (vam_free_secure's poison) */
+  uintptr_t diff = (w[0] ^ vam_qmark(p)) | (w[1] ^ VAM_POISON_WORD);
+  if (b->obj_size - VAM_CANARY > 16) diff |= (w[2] ^ VAM_POISON_WORD) | (w[3] ^ VAM_POISON_WORD);
+  if (unlikely(diff)) locus_fatal("free()", "write after free to", p);
+  vam_slot_push(h, b, p, free_marker(p));
 }
 
 /* p enters the quarantine, the oldest object leaves it. */
@@ -980,9 +987,10 @@ static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const c
   const uintptr_t *after = (const uintptr_t *)((char *)p + n), *before = w - 1;
   if (unlikely((*after ^ vam_canary(after)) | (*before ^ vam_canary(before))))
     locus_fatal(call, "heap overflow or underflow (canary overwritten) next to", p);
-  if (n > VAM_POISON_MAX) n = VAM_POISON_MAX;
+  _Static_assert(VAM_POISON_MAX == 32, "the fast path poisons 16 or 32 bytes");
   w[0] = vam_qmark(p);
-  for (size_t i = 1; i < n / sizeof(uintptr_t); i++) w[i] = VAM_POISON_WORD;
+  w[1] = VAM_POISON_WORD;
+  if (n > 16) w[2] = w[3] = VAM_POISON_WORD;
   vam_quarantine_push(h, p);
 }
 
