@@ -324,7 +324,7 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
     if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, b->obj_size);
   } else if (likely((p = b->u.blk.free) != NULL)) {
     void *next = vam_link_load(h, p);
-    if (cfg_secure) vam_link_check(b, next, p);
+    if (cfg_secure && b->kind != KIND_VAM_FOREIGN) vam_link_check(b, next, p);   /* (foreign: many blocks) */
     b->u.blk.free = next;
     /* Retire when the list ran out, without a branch: under churn of mixed sizes it goes
      * either way about half the time (cachegrind: half of these branches mispredicted; the
@@ -907,6 +907,7 @@ static inline bool vam_poison_intact(const void *p, size_t n) {
 /* An object leaves the quarantine: its mark and poison must be intact (else it was written
  * after it was freed), then it is freed for reuse. A slot of the free fast path's blocks goes
  * the flagship's fast way (its poison is min(usable, VAM_POISON_MAX) bytes, a multiple of 16). */
+static NOINLINE void vam_release_foreign(heap_t *h, desc_t *b, void *p);
 static NOINLINE void vam_quarantine_release_other(heap_t *h, desc_t *d, void *p) {
   uintptr_t *w = p;
   size_t n = vam_poison_len(d - d->back, p, "free()");
@@ -924,6 +925,7 @@ static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p) {
   uintptr_t diff = (w[0] ^ vam_qmark(p)) | (w[1] ^ VAM_POISON_WORD);
   if (b->obj_size - VAM_CANARY > 16) diff |= (w[2] ^ VAM_POISON_WORD) | (w[3] ^ VAM_POISON_WORD);
   if (unlikely(diff)) locus_fatal("free()", "write after free to", p);
+  if (unlikely(s->heap != h)) { vam_release_foreign(h, b, p); return; }
   vam_slot_push(h, b, p, free_marker(p));
 }
 
@@ -975,14 +977,12 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
  * it intact (the one after it, and its lower neighbour's last, just before it: a 1-byte
  * overflow or underflow changes one of them); then it is marked, poisoned (its first
  * VAM_POISON_MAX bytes at most: whole words, the usable size being a multiple of 16) and
- * quarantined. Everything else takes vam_free_secure_other. */
-static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
-  uint32_t back = d->back, off = (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (back << os_page_shift);
-  if (unlikely(!slot_multiple(off, d->aux) || off == 0)) { vam_free_secure_other(h, d, p, call); return; }
-  desc_t *b = d - back;
+ * quarantined (the freeing thread's ring, also for another heap's object: vam_release_foreign
+ * sends it on when it leaves). Everything else takes vam_free_secure_other. */
+static ALWAYS_INLINE void vam_secure_retire(desc_t *b, void *p, const char *call) {
   uintptr_t *w = p;
-  if (unlikely((char *)p >= b->u.blk.end)) { vam_free_unbumped(b, p, p, call); return; }
-  if (unlikely(w[1] == free_marker(p) || w[0] == vam_qmark(p))) { locus_fatal_jump(call, "double free", p); return; }
+  if (unlikely((char *)p >= b->u.blk.end)) vam_free_unbumped(b, p, p, call);
+  if (unlikely(w[1] == free_marker(p) || w[0] == vam_qmark(p))) locus_fatal(call, "double free", p);
   size_t n = b->obj_size - VAM_CANARY;
   const uintptr_t *after = (const uintptr_t *)((char *)p + n), *before = w - 1;
   if (unlikely((*after ^ vam_canary(after)) | (*before ^ vam_canary(before))))
@@ -991,6 +991,12 @@ static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const c
   w[0] = vam_qmark(p);
   w[1] = VAM_POISON_WORD;
   if (n > 16) w[2] = w[3] = VAM_POISON_WORD;
+}
+
+static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
+  uint32_t back = d->back, off = (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (back << os_page_shift);
+  if (unlikely(!slot_multiple(off, d->aux) || off == 0)) { vam_free_secure_other(h, d, p, call); return; }
+  vam_secure_retire(d - back, p, call);
   vam_quarantine_push(h, p);
 }
 
@@ -1003,12 +1009,12 @@ static size_t design_usable_max(size_t size) {
 }
 #define DESIGN_USABLE_MAX 1
 
-static const bool cfg_foreign_cache = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP && !LOCUS_SECURE;
+static const bool cfg_foreign_cache = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
 
 /* A free of p, owned by block d of another heap, by the thread owning heap me: keeps it in
  * me's foreign-object cache if it is a slot with a marker word and the class's cache has room
  * (see vam.h). The same checks as a remote free first. Returns false to send it home. */
-static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
+static bool vam_foreign_keep(heap_t *me, desc_t *d, void *p, const char *call) {
   if (!cfg_foreign_cache || me == &heap_empty || d->kind != KIND_VAM_BLOCK || !d->aux) return false;
   unsigned cls = d->cls;
   desc_t *f = &me->d.foreign[cls];
@@ -1016,12 +1022,31 @@ static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call
   vam_slot_index(d, p, call);
   uintptr_t *w = p;
   marker_free_remote(&w[1], free_marker(p), p, call);
-  w[0] = link_encode(p, f->u.blk.free);
+  w[0] = vam_link_encode(me, p, f->u.blk.free);
   if (!f->u.blk.free) list_push(&me->d.avail[cls], f);
   f->u.blk.free = p;
   f->used--;
   me->d.frees[cls]++;
   return true;
+}
+
+/* The secure build checks, marks and quarantines another heap's object like its own (the
+ * freeing thread's ring); vam_release_foreign then keeps it or sends it home. */
+static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
+  if (!cfg_secure) return vam_foreign_keep(me, d, p, call);
+  uint32_t off = (uint32_t)((char *)p - desc_start(d));
+  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !slot_multiple(off, d->aux) || off == 0) return false;
+  vam_secure_retire(d, p, call);
+  vam_quarantine_push(me, p);
+  return true;
+}
+
+/* Secure: another heap's object left h's quarantine (its poison verified): into h's
+ * foreign-object cache, or home. */
+static NOINLINE void vam_release_foreign(heap_t *h, desc_t *b, void *p) {
+  uintptr_t *w = p;
+  w[0] = w[1] = 0;   /* no longer marked */
+  if (!vam_foreign_keep(h, b, p, "free()")) heap_free_remote(segment_of(p)->heap, b, p, "free()");
 }
 
 /* Sends every cached foreign object home (thread exit, purge). */
@@ -1034,7 +1059,7 @@ static void vam_foreign_flush(heap_t *h) {
     list_unlink(&h->d.avail[c], f);
     f->u.blk.free = NULL;
     while (p) {
-      void *next = link_load(p);
+      void *next = vam_link_load(h, p);
       ((uintptr_t *)p)[1] = 0;    /* not free as far as the owner's check is concerned */
       f->used++;
       h->d.allocs[c]++;           /* balances the free its owner will count */
@@ -1168,7 +1193,7 @@ static size_t design_check(heap_t *h) {
     for (desc_t *b = h->d.avail[c]; b != &h->d.none; b = b->next) {
       if (b == &h->d.foreign[c]) {   /* the foreign-object cache: a list of 1..MAX objects */
         size_t n = 0;
-        for (void *f = b->u.blk.free; f && n <= VAM_FOREIGN_MAX; f = link_load(f)) {
+        for (void *f = b->u.blk.free; f && n <= VAM_FOREIGN_MAX; f = vam_link_load(h, f)) {
           segment_t *s = segment_of(f);
           CHECK(s->heap != h && desc_head(s, f)->kind == KIND_VAM_BLOCK && desc_head(s, f)->cls == c);
           n++;
