@@ -83,12 +83,14 @@ static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_
 static inline size_t vam_slot_size(unsigned cls) {
   size_t size = vam_classes.size[cls];
   if (cfg_small_headers && size < VAM_SMALL_LIMIT) return align_up(size + SMALL_HEADER, QUANTUM);
-  return (size <= 8 ? size : align_up(size, QUANTUM)) + VAM_CANARY;
+  if (cfg_secure) return align_up(size + VAM_CANARY, QUANTUM);   /* the canary in the rounding when it fits */
+  return size <= 8 ? size : align_up(size, QUANTUM);
 }
 
 /* The bytes of a block's slot the program may use. */
 static inline size_t vam_usable(const desc_t *b) {
-  return b->obj_size - VAM_CANARY - (cfg_small_headers ? b->aux8 : 0);
+  if (cfg_secure) return vam_classes.size[b->cls];   /* the canary right after it */
+  return b->obj_size - (cfg_small_headers ? b->aux8 : 0);
 }
 
 static inline unsigned vam_block_pages(unsigned cls) {
@@ -152,20 +154,20 @@ static inline void *vam_link_load(const heap_t *h, const void *at) {
   return link_decode(at, *(const uintptr_t *)at ^ vam_link_key(h));
 }
 
-/* One multiply: the four canaries a free checks are independent and overlap in the pipeline. */
+/* One multiply: the two canaries a free checks are independent and overlap in the pipeline. */
 static inline uintptr_t vam_canary(const void *at) { return ((uintptr_t)at ^ vam_secret) * 0x9E3779B97F4A7C15ull; }
 
-/* Whether the 16-byte canary at gap is intact. */
+/* Whether the canary word at gap is intact. */
 static inline bool vam_canary_ok(const char *gap) {
   const uintptr_t *w = (const uintptr_t *)gap;
-  return w[0] == vam_canary(w) && w[1] == vam_canary(w + 1);
+  return *w == vam_canary(w);
 }
 
 /* The canaries on both sides of the object in slot (never slot 0: see vam.h): the one after
  * it catches an overflow of it, the one before it (its neighbour's) an underflow of it or an
  * overflow of the neighbour. */
 static void vam_canaries_check(const desc_t *b, const char *slot, const void *p, const char *call) {
-  if (!vam_canary_ok(slot + b->obj_size - VAM_CANARY) || !vam_canary_ok(slot - VAM_CANARY))
+  if (!vam_canary_ok(slot + vam_usable(b)) || !vam_canary_ok(slot - sizeof(uintptr_t)))
     locus_fatal(call, "heap overflow or underflow (canary overwritten) next to", p);
 }
 
@@ -186,11 +188,10 @@ static inline uint64_t vam_random(heap_t *h) {
  * made a walk of a freshly built list 2x slower). */
 static void vam_block_fill(heap_t *h, desc_t *b) {
   char *start = desc_start(b);
-  size_t size = b->obj_size, cap = (size_t)(b->u.blk.end - start) / size;
+  size_t size = b->obj_size, usable = vam_usable(b), cap = (size_t)(b->u.blk.end - start) / size;
   for (size_t i = 0; i < cap; i++) {
-    uintptr_t *gap = (uintptr_t *)(start + i * size + size - VAM_CANARY);
-    gap[0] = vam_canary(gap);
-    gap[1] = vam_canary(gap + 1);
+    for (uintptr_t *gap = (uintptr_t *)(start + i * size + usable); (char *)gap < start + (i + 1) * size; gap++)
+      *gap = vam_canary(gap);
   }
   char *head = NULL;   /* pushed from the last window down: the list starts at the first */
   for (size_t hi = cap; hi > 1;) {
@@ -331,7 +332,7 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
      * store is unconditional, 16% off threads1 and 12% off a mixed-size server loop). */
     if (cfg_block_bitmap) { if (!next) vam_block_retire(h, b, cls); }
     else h->d.avail[cls] = pick(!next, b->next, b);
-    if (zero) memset(p, 0, b->obj_size - VAM_CANARY);
+    if (zero) memset(p, 0, cfg_secure ? vam_usable(b) : b->obj_size);
   } else {
     return NULL;
   }
@@ -923,7 +924,9 @@ static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p) {
   if (unlikely(!slot_multiple(off, d->aux))) { vam_quarantine_release_other(h, d, p); return; }
   desc_t *b = d - back;   /* (vam_free_secure's poison) */
   uintptr_t diff = (w[0] ^ vam_qmark(p)) | (w[1] ^ VAM_POISON_WORD);
-  if (b->obj_size - VAM_CANARY > 16) diff |= (w[2] ^ VAM_POISON_WORD) | (w[3] ^ VAM_POISON_WORD);
+  size_t n = vam_usable(b);   /* 16, 24, 32 ... */
+  if (n > 16) diff |= w[2] ^ VAM_POISON_WORD;
+  if (n > 24) diff |= w[3] ^ VAM_POISON_WORD;
   if (unlikely(diff)) locus_fatal("free()", "write after free to", p);
   if (unlikely(s->heap != h)) { vam_release_foreign(h, b, p); return; }
   vam_slot_push(h, b, p, free_marker(p));
@@ -983,14 +986,15 @@ static ALWAYS_INLINE void vam_secure_retire(desc_t *b, void *p, const char *call
   uintptr_t *w = p;
   if (unlikely((char *)p >= b->u.blk.end)) vam_free_unbumped(b, p, p, call);
   if (unlikely(w[1] == free_marker(p) || w[0] == vam_qmark(p))) locus_fatal(call, "double free", p);
-  size_t n = b->obj_size - VAM_CANARY;
+  size_t n = vam_usable(b);
   const uintptr_t *after = (const uintptr_t *)((char *)p + n), *before = w - 1;
   if (unlikely((*after ^ vam_canary(after)) | (*before ^ vam_canary(before))))
     locus_fatal(call, "heap overflow or underflow (canary overwritten) next to", p);
-  _Static_assert(VAM_POISON_MAX == 32, "the fast path poisons 16 or 32 bytes");
-  w[0] = vam_qmark(p);
+  _Static_assert(VAM_POISON_MAX == 32, "the fast path poisons up to four words");
+  w[0] = vam_qmark(p);   /* usable sizes here: 16, 24, 32 ... */
   w[1] = VAM_POISON_WORD;
-  if (n > 16) w[2] = w[3] = VAM_POISON_WORD;
+  if (n > 16) w[2] = VAM_POISON_WORD;
+  if (n > 24) w[3] = VAM_POISON_WORD;
 }
 
 static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
@@ -1003,7 +1007,7 @@ static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const c
 /* The most usable bytes an object that operator new(size) returned can have: a sized delete
  * whose object has more was given a wrong (smaller) size. */
 static size_t design_usable_max(size_t size) {
-  if (size <= VAM_MEDIUM_MAX) return vam_slot_size(sizeclass_of(&vam_classes, size)) - VAM_CANARY;
+  if (size <= VAM_MEDIUM_MAX) return cfg_secure ? vam_classes.size[sizeclass_of(&vam_classes, size)] : vam_slot_size(sizeclass_of(&vam_classes, size));
   if (size <= VAM_LARGE_MAX) return align_up(size + CHUNK_HEADER, 16) - CHUNK_HEADER + LARGE_MIN_CHUNK;
   return size + os_page_size;
 }

@@ -107,8 +107,10 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
 /* The secure build (LOCUS_SECURE; docs/secure.md) on top of the flagship:
  *  - free-list links are also xored with a per-heap key, and a link taken off a list must
  *    decode to a slot of the same block (or NULL);
- *  - every slot ends in a 16-byte canary (vam_canary of its address) that the allocator never
- *    writes after the block is filled; a free checks the canaries on both sides of the object,
+ *  - a slot is the class size plus 8, rounded up to 16; the rest of the slot after the class
+ *    size (8 or 16 bytes: in half the classes the canary takes the rounding's room) is a
+ *    canary (vam_canary of each word's address) that the allocator never writes after the
+ *    block is filled; a free checks the canary words on both sides of the object,
  *    so an overflow or underflow is reported by the next free of the object or a neighbour.
  *    A block's slot 0 is never handed out: its canary guards slot 1's front;
  *  - a new block is filled with its slots on its free list in random order within windows of
@@ -119,7 +121,7 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  * Invariants added: a slot's canary holds vam_canary(address) whenever the block is a block;
  * an object in the quarantine holds vam_qmark(address) in word 0 and is counted in use. */
 #define VAM_QUARANTINE 32
-#define VAM_CANARY ((size_t)(LOCUS_SECURE ? 16 : 0))   /* bytes after each slot's object */
+#define VAM_CANARY ((size_t)(LOCUS_SECURE ? 8 : 0))    /* least canary bytes after each slot's object */
 #define VAM_POISON_MAX 32          /* bytes of a quarantined object poisoned and verified */
 #define VAM_SHUFFLE_WINDOW 8       /* slots shuffled together when a block is filled */
 #if LOCUS_SECURE && (LOCUS_VAM_SMALL_HEADERS || LOCUS_VAM_BITMAP || LOCUS_VAM_SITES)
