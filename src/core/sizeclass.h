@@ -42,10 +42,11 @@ static void sizeclass_finish(sizeclass_table_t *t) {
   }
 }
 
-/* Classes `fine` apart from `fine` below `fine_limit`, then `step` apart up to `max`. */
-__attribute__((unused)) static void sizeclass_two_steps(sizeclass_table_t *t, size_t fine, size_t fine_limit, size_t step, size_t max) {
+/* Classes `fine` apart from `first` below `fine_limit`, then `step` apart up to `max`. */
+__attribute__((unused)) static void sizeclass_two_steps(sizeclass_table_t *t, size_t first, size_t fine, size_t fine_limit,
+                                                        size_t step, size_t max) {
   t->count = 0;
-  size_t s = fine;
+  size_t s = first;
   for (; s < fine_limit; s += fine) sizeclass_add(t, s);
   for (s = align_up(s, step); s <= max; s += step) sizeclass_add(t, s);
   sizeclass_finish(t);
@@ -53,7 +54,7 @@ __attribute__((unused)) static void sizeclass_two_steps(sizeclass_table_t *t, si
 
 /* Classes `step` apart up to `max`, preceded by an 8-byte class when step > 8. */
 __attribute__((unused)) static void sizeclass_linear(sizeclass_table_t *t, size_t step, size_t max) {
-  sizeclass_two_steps(t, 8, step, step, max);
+  sizeclass_two_steps(t, 8, 8, step, step, max);
 }
 
 /* Powers of two from `min` to `max` (PHKmalloc's classes). */

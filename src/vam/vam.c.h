@@ -17,8 +17,10 @@ static inline uint64_t vam_mix(uint64_t z) {
 static void design_global_init(void) {
   /* Small requests are segregated 8 bytes apart, as in the paper (so 24- and 32-byte objects,
    * or 40- and 48-byte ones, never share a block), in slots rounded up to the quantum (so
-   * every object of 16 bytes or more is 16-aligned); medium classes are a quantum apart. */
-  sizeclass_two_steps(&vam_classes, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_MAX);
+   * every object of 16 bytes or more is 16-aligned); medium classes are a quantum apart. The
+   * secure build has no 8-byte class: every slot holds a link and a marker word (the free fast
+   * path's checks and the quarantine's poison need them). */
+  sizeclass_two_steps(&vam_classes, cfg_secure ? 16 : 8, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_MAX);
   vam_nclasses = vam_classes.count;
   if (cfg_sites) {   /* every group's copy of the classes: the size table serves them all */
     vam_nclasses = vam_classes.count * VAM_SITE_GROUPS;
@@ -154,8 +156,9 @@ static inline void *vam_link_load(const heap_t *h, const void *at) {
   return link_decode(at, *(const uintptr_t *)at ^ vam_link_key(h));
 }
 
-/* One multiply: the two canaries a free checks are independent and overlap in the pipeline. */
-static inline uintptr_t vam_canary(const void *at) { return ((uintptr_t)at ^ vam_secret) * 0x9E3779B97F4A7C15ull; }
+/* A canary word: its address under the secret (a multiply would add nothing: it is invertible,
+ * so one canary read out gives the secret either way). */
+static inline uintptr_t vam_canary(const void *at) { return (uintptr_t)at ^ vam_secret; }
 
 /* Whether the canary word at gap is intact. */
 static inline bool vam_canary_ok(const char *gap) {
@@ -197,10 +200,11 @@ static void vam_block_fill(heap_t *h, desc_t *b) {
   for (size_t hi = cap; hi > 1;) {
     size_t lo = (hi - 1) / VAM_SHUFFLE_WINDOW * VAM_SHUFFLE_WINDOW, n = 0;
     uint16_t order[VAM_SHUFFLE_WINDOW];
+    uint64_t r = vam_random(h);   /* a byte of it per swap */
     if (lo == 0) lo = 1;   /* slot 0 is never handed out (vam.h) */
     for (size_t i = lo; i < hi; i++) order[n++] = (uint16_t)i;
-    for (size_t i = n; i > 1; i--) {
-      size_t j = (size_t)(((vam_random(h) >> 32) * i) >> 32), t = order[i - 1];   /* below i, no division */
+    for (size_t i = n; i > 1; i--, r >>= 8) {
+      size_t j = (size_t)(((r & 0xff) * i) >> 8), t = order[i - 1];   /* below i, no division */
       order[i - 1] = order[j];
       order[j] = (uint16_t)t;
     }
@@ -233,8 +237,10 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   unsigned k = vam_cache_index(npages);
   bool clean = false;
   desc_t *b;
+  bool relisted = false;   /* secure: an emptied block of this class keeps its list and canaries */
   if (h->d.ncache[k]) {
     b = h->d.cache[k][--h->d.ncache[k]];
+    relisted = cfg_secure && b->kind == KIND_VAM_BLOCK && b->cls == cls;
   } else {
     if (!(b = pages_alloc(h, npages, 1, &clean))) return NULL;
     h->stats.blocks_in_use++;
@@ -250,7 +256,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   /* The double-free marker lives in the word after the free-list link, if the slot has one. */
   b->marker_off = size - VAM_CANARY - b->aux8 >= 2 * sizeof(void *) || b->aux8 ? b->aux8 + sizeof(void *) : 0;
   b->flags = clean ? FLAG_CLEAN : 0;
-  b->u.blk.free = NULL;
+  if (!relisted) b->u.blk.free = NULL;
   b->u.blk.bump = start;
   if (cfg_block_bitmap) {
     /* Slots from the start, the bitmap (1 = free slot) in the block's last words. */
@@ -262,7 +268,8 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
     b->u.blk.free = bits;
   }
   b->u.blk.end = start + cap * size;
-  if (cfg_secure) vam_block_fill(h, b);
+  if (relisted) b->u.blk.bump = b->u.blk.end;
+  else if (cfg_secure) vam_block_fill(h, b);
   list_push(&h->d.avail[cls], b);
   return b;
 }
