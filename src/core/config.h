@@ -45,7 +45,7 @@
 static const bool cfg_debug = LOCUS_DEBUG;
 
 /* Hardened build (liblocus-secure.so, docs/secure.md): keyed and checked free-list links,
- * guard pages, randomised slot order, canaries, a quarantine, huge objects unmapped on free,
+ * guard pages, randomised slot order, canaries, a quarantine, huge objects made inaccessible on free,
  * sized-delete checks. Compiled out of every other library. */
 #ifndef LOCUS_SECURE
 #define LOCUS_SECURE 0

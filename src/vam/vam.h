@@ -90,7 +90,7 @@ static const bool cfg_block_bitmap = LOCUS_VAM_BITMAP;
 
 enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
 
-/* The foreign-object cache (flagship only: its slots hold a link and a marker word). A small
+/* The foreign-object cache (flagship and secure builds: its slots hold a link and a marker word). A small
  * object that a thread frees but another heap owns is kept, up to VAM_FOREIGN_MAX per class,
  * in the freeing heap's foreign[c]: a descriptor that lives in the heap, not in a segment,
  * whose free list holds those objects and which sits on avail[c] while the list is non-empty,
@@ -116,8 +116,10 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  *  - a new block is filled with its slots on its free list in random order within windows of
  *    VAM_SHUFFLE_WINDOW slots (never bump order); an emptied block keeps its list;
  *  - a freed block object or large chunk waits in a ring of VAM_QUARANTINE before it is
- *    reusable, marked (word 0) and poisoned; leaving the ring, the poison is verified;
- *  - no foreign-object cache (objects of other heaps go home at once).
+ *    reusable, marked (word 0) and poisoned; leaving the ring, the poison is verified. An
+ *    object of another heap waits in the freeing thread's ring, then goes to its
+ *    foreign-object cache or home;
+ *  - no 8-byte class: every slot holds a link and a marker word.
  * Invariants added: a slot's canary holds vam_canary(address) whenever the block is a block;
  * an object in the quarantine holds vam_qmark(address) in word 0 and is counted in use. */
 #define VAM_QUARANTINE 32
