@@ -91,8 +91,8 @@ static const bool cfg_block_bitmap = LOCUS_VAM_BITMAP;
 enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
 
 /* The foreign-object cache (flagship and secure builds: their slots hold a link and a marker
- * word). A small object that a thread frees but another heap owns is kept, up to VAM_FOREIGN_MAX per class,
- * in the freeing heap's foreign[c]: a descriptor that lives in the heap, not in a segment,
+ * word). A small object that a thread frees but another heap owns is kept, up to
+ * VAM_FOREIGN_MAX per class, in the freeing heap's foreign[c]: a descriptor that lives in the heap, not in a segment,
  * whose free list holds those objects and which sits on avail[c] while the list is non-empty,
  * so malloc's fast path hands them out like any block's free objects, still hot in the cache
  * of the thread that just freed them. Sending each one home instead (the remote stack) made
