@@ -92,12 +92,12 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
 
 /* The foreign-object cache (flagship and secure builds: their slots hold a link and a marker
  * word). A small object that a thread frees but another heap owns is kept, up to
- * VAM_FOREIGN_MAX per class, in the freeing heap's foreign[c]: a descriptor that lives in the heap, not in a segment,
- * whose free list holds those objects and which sits on avail[c] while the list is non-empty,
- * so malloc's fast path hands them out like any block's free objects, still hot in the cache
- * of the thread that just freed them. Sending each one home instead (the remote stack) made
- * threads that pass objects around pay a cache miss per object on each side; glibc's tcache
- * and tcmalloc's thread caches keep them local the same way.
+ * VAM_FOREIGN_MAX per class, in the freeing heap's foreign[c]: a descriptor that lives in the
+ * heap, not in a segment, whose free list holds those objects and which sits on avail[c] while
+ * the list is non-empty, so malloc's fast path hands them out like any block's free objects,
+ * still hot in the cache of the thread that just freed them. Sending each one home instead
+ * (the remote stack) made threads that pass objects around pay a cache miss per object on each
+ * side; glibc's tcache and tcmalloc's thread caches keep them local the same way.
  * Invariants: foreign[c] is on avail[c] iff its list is non-empty; every object on it belongs
  * to a block of class c of another heap, is counted as in use there, and holds the remote
  * marker (a double free of it is caught); (uint16_t)-used is the list's length. The list goes
@@ -123,7 +123,7 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  * Invariants added: a slot's canary holds vam_canary(address) whenever the block is a block;
  * an object in the quarantine holds vam_qmark(address) in word 0 and is counted in use. */
 #define VAM_QUARANTINE 32
-#define VAM_CANARY ((size_t)(LOCUS_SECURE ? 8 : 0))    /* least canary bytes after each slot's object */
+#define VAM_CANARY ((size_t)(LOCUS_SECURE ? 8 : 0))   /* least canary bytes after an object */
 #define VAM_POISON_MAX 32          /* bytes of a quarantined object poisoned and verified */
 #define VAM_SHUFFLE_WINDOW 8       /* slots shuffled together when a block is filled */
 #if LOCUS_SECURE && (LOCUS_VAM_SMALL_HEADERS || LOCUS_VAM_BITMAP || LOCUS_VAM_SITES)
