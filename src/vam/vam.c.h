@@ -930,7 +930,7 @@ static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p) {
   uintptr_t *w = p;
   if (unlikely(!slot_multiple(off, d->aux))) { vam_quarantine_release_other(h, d, p); return; }
   desc_t *b = d - back;   /* (vam_free_secure's poison) */
-  uintptr_t diff = (w[0] ^ vam_qmark(p)) | (w[1] ^ VAM_POISON_WORD);
+  uintptr_t diff = (w[0] ^ vam_qmark(p)) | (w[1] ^ free_marker(p));
   size_t n = vam_usable(b);   /* 16, 24, 32 ... */
   if (n > 16) diff |= w[2] ^ VAM_POISON_WORD;
   if (n > 24) diff |= w[3] ^ VAM_POISON_WORD;
@@ -992,14 +992,14 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
 static ALWAYS_INLINE void vam_secure_retire(desc_t *b, void *p, const char *call) {
   uintptr_t *w = p;
   if (unlikely((char *)p >= b->u.blk.end)) vam_free_unbumped(b, p, p, call);
-  if (unlikely(w[1] == free_marker(p) || w[0] == vam_qmark(p))) locus_fatal(call, "double free", p);
+  if (unlikely(w[1] == free_marker(p))) locus_fatal(call, "double free", p);   /* listed or quarantined */
   size_t n = vam_usable(b);
   const uintptr_t *after = (const uintptr_t *)((char *)p + n), *before = w - 1;
   if (unlikely((*after ^ vam_canary(after)) | (*before ^ vam_canary(before))))
     locus_fatal(call, "heap overflow or underflow (canary overwritten) next to", p);
   _Static_assert(VAM_POISON_MAX == 32, "the fast path poisons up to four words");
   w[0] = vam_qmark(p);   /* usable sizes here: 16, 24, 32 ... */
-  w[1] = VAM_POISON_WORD;
+  w[1] = free_marker(p);   /* as on the free list: the one double-free test */
   if (n > 16) w[2] = VAM_POISON_WORD;
   if (n > 24) w[3] = VAM_POISON_WORD;
 }

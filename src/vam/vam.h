@@ -116,9 +116,9 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  *  - a new block is filled with its slots on its free list in random order within windows of
  *    VAM_SHUFFLE_WINDOW slots (never bump order); an emptied block keeps its list;
  *  - a freed block object or large chunk waits in a ring of VAM_QUARANTINE before it is
- *    reusable, marked (word 0) and poisoned; leaving the ring, the poison is verified. An
- *    object of another heap waits in the freeing thread's ring, then goes to its
- *    foreign-object cache or home;
+ *    reusable, marked (word 0; a slot's word 1 holds the free marker) and poisoned; leaving
+ *    the ring, the poison is verified. An object of another heap waits in the freeing
+ *    thread's ring, then goes to its foreign-object cache or home;
  *  - no 8-byte class: every slot holds a link and a marker word.
  * Invariants added: a slot's canary holds vam_canary(address) whenever the block is a block;
  * an object in the quarantine holds vam_qmark(address) in word 0 and is counted in use. */
