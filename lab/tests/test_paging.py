@@ -131,6 +131,15 @@ def test_pressure_detection(tmp_path):
     assert pressure.method(tmp_path, tmp_path / "proc")[0] is None   # no cgroup.controllers
     (tmp_path / "cgroup.controllers").write_text("cpu io\n")
     assert "memory controller" in pressure.method(tmp_path, tmp_path / "proc")[1]
+    mounts = tmp_path / "mounts"
+    mounts.write_text("cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n")
+    assert pressure.method(None, tmp_path / "proc", mounts)[1].startswith("no cgroup v2")
+    unified = tmp_path / "unified"
+    unified.mkdir()
+    (unified / "cgroup.controllers").write_text("hugetlb\n")
+    mounts.write_text(mounts.read_text() + f"cgroup2 {unified} cgroup2 rw,relatime 0 0\n")
+    how, reason = pressure.method(None, tmp_path / "proc", mounts)
+    assert how is None and str(unified) in reason and "hybrid" in reason
     swaps = tmp_path / "swaps"
     swaps.write_text("Filename Type Size Used Priority\n/swapfile file 1024 0 -2\n")
     assert pressure.swap_bytes(swaps) == 1 << 20
