@@ -101,6 +101,18 @@ def test_drag_known_last_uses(reducer):
     assert d["peak_live"] == 150 and d["peak_needed"] == 50
 
 
+def test_failed_run_is_a_row():
+    meta = {"command": "locus paging -- prog", "program": ["prog"], "sizes_pages": [1, 2]}
+    good = {"allocator": "glibc", "refs": 8, "pages": 4, "curve": [8, 8, 7, 4],
+            "prefetch": [{"pages": 1, "misses": 8, "prefetchable": 2},
+                         {"pages": 2, "misses": 7, "prefetchable": 0}], "slowdown": 300.0}
+    bad = {"allocator": "locus-vam", "error": "prog exited with status -6 under lackey: a|b"}
+    table = [ln for ln in paging.markdown(meta, [good, bad]) if ln.startswith("| ")]
+    assert table[1].startswith("| glibc | 8 | 4 | 8 | 7 | 25% | 0% | 300x |")
+    assert table[2].startswith("| locus-vam | failed: prog exited with status -6")
+    assert table[2].count("|") == table[0].count("|")
+
+
 def test_sizes_parse():
     assert paging.parse_sizes("256,1M,8K") == [256, 256, 2]
     with pytest.raises(Exception):
