@@ -197,7 +197,13 @@ def run_paging(opts: PagingOptions, console: Console) -> int:
             env["LD_PRELOAD"] = marks + (" " + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
         native = native_seconds(opts.command, a.environment(base_env), opts.timeout)
         console.print(f"{a.name}: lackey run ({native:.2f} s natively) ...")
-        res, seconds = lackey_run(paths, opts.command, env, sizes, opts.drag, opts.timeout)
+        try:
+            res, seconds = lackey_run(paths, opts.command, env, sizes, opts.drag, opts.timeout)
+        except LabError as e:
+            # A crash or timeout under one allocator is its result; the others still run.
+            console.print(f"  [red]failed[/red]: {e}")
+            runs.append({"allocator": a.name, "error": str(e), "native_s": native})
+            continue
         entry = {"allocator": a.name, "refs": res["refs"], "pages": res["pages"],
                  "curve": res["curve"], "prefetch": res["prefetch"], "lackey_s": seconds,
                  "native_s": native, "slowdown": seconds / native if native > 0 else None}
@@ -211,16 +217,17 @@ def run_paging(opts: PagingOptions, console: Console) -> int:
             "sizes_pages": sizes, "page_bytes": PAGE, "buffer_pages": 256, "cluster_pages": 8}
     (out / "paging.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
     files = ["paging.json", "paging.csv", "paging.md"]
-    write_csv(out / "paging.csv", runs, sizes)
-    if opts.plots:
-        files += draw(out, runs, sizes)
+    measured = [r for r in runs if "error" not in r]
+    write_csv(out / "paging.csv", measured, sizes)
+    if opts.plots and measured:
+        files += draw(out, measured, sizes)
     (out / "paging.md").write_text("\n".join(markdown(meta, runs)) + "\n")
     for line in markdown(meta, runs):
         if line.startswith("|"):
             console.print(line)
     console.print(f"\nwrote {out}/: " + ", ".join(files)
                   + f"; took {_fmt_duration(time.monotonic() - started)}")
-    return 0
+    return 0 if measured else 1
 
 
 def write_csv(path: Path, runs: list, sizes: list):
@@ -250,6 +257,10 @@ def markdown(meta: dict, runs: list) -> list:
     head += ["lackey slowdown"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:
+        if "error" in r:
+            lines.append(f"| {r['allocator']} | failed: {r['error'].replace('|', '/')} |"
+                         + " |" * (len(head) - 2))
+            continue
         row = [r["allocator"], f"{r['refs']:,}", f"{r['pages']:,}"]
         row += [f"{misses_at(r['curve'], r['pages'], s):,}" for s in sizes]
         row += [f"{100 * p['prefetchable'] / p['misses']:.0f}%" if p["misses"] else "-"

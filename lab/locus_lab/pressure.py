@@ -55,14 +55,41 @@ def own_cgroup(root: Path = CGROUP_ROOT, proc: Path = Path("/proc/self/cgroup"))
     return None
 
 
-def method(root: Path = CGROUP_ROOT, proc: Path = Path("/proc/self/cgroup")) -> tuple:
+def cgroup_mounts(mounts: Path = Path("/proc/self/mounts")) -> tuple:
+    """(the cgroup v2 mount point or None, whether a cgroup v1 hierarchy has the memory
+    controller). Hybrid layouts mount v2 at /sys/fs/cgroup/unified, not at the root."""
+    v2, v1_memory = None, False
+    try:
+        lines = mounts.read_text().splitlines()
+    except OSError:
+        return CGROUP_ROOT, False
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        if fields[2] == "cgroup2" and v2 is None:
+            v2 = Path(fields[1].replace("\\040", " "))
+        elif fields[2] == "cgroup" and "memory" in fields[3].split(","):
+            v1_memory = True
+    return v2, v1_memory
+
+
+def method(root: Path | None = None, proc: Path = Path("/proc/self/cgroup"),
+           mounts: Path = Path("/proc/self/mounts")) -> tuple:
     """How to limit memory here: ("cgroup", folder) for a writable delegated cgroup,
-    ("systemd", None) for systemd-run --user, or (None, reason)."""
+    ("systemd", None) for systemd-run --user, or (None, reason). `root` is the cgroup v2
+    mount (found in `mounts` when not given)."""
+    v1_memory = False
+    if root is None:
+        root, v1_memory = cgroup_mounts(mounts)
+        if root is None:
+            return None, "no cgroup v2 (cgroup v1 mounts only)"
     controllers = root / "cgroup.controllers"
     if not controllers.exists():
         return None, "no cgroup v2 (cgroup v1 mounts only)"
     if "memory" not in controllers.read_text().split():
-        return None, "cgroup v2 without the memory controller"
+        return None, (f"cgroup v2 at {root} without the memory controller"
+                      + ("; it is on cgroup v1, a hybrid layout" if v1_memory else ""))
     mine = own_cgroup(root, proc)
     if mine is not None:
         try:
@@ -136,7 +163,7 @@ def run_pressure(opts: PressureOptions, console: Console) -> int:
     how = method()
     if how[0] is None:
         swap = swap_bytes()
-        console.print(f"locus pressure: not on this machine ({how[1]}, "
+        console.print(f"locus pressure: not on this machine ({how[1]}; "
                       + (f"{human_bytes(swap)} swap" if swap else "no swap")
                       + "); see `locus paging -- ...` for the simulated LRU miss curve",
                       soft_wrap=True)

@@ -101,6 +101,18 @@ def test_drag_known_last_uses(reducer):
     assert d["peak_live"] == 150 and d["peak_needed"] == 50
 
 
+def test_failed_run_is_a_row():
+    meta = {"command": "locus paging -- prog", "program": ["prog"], "sizes_pages": [1, 2]}
+    good = {"allocator": "glibc", "refs": 8, "pages": 4, "curve": [8, 8, 7, 4],
+            "prefetch": [{"pages": 1, "misses": 8, "prefetchable": 2},
+                         {"pages": 2, "misses": 7, "prefetchable": 0}], "slowdown": 300.0}
+    bad = {"allocator": "locus-vam", "error": "prog exited with status -6 under lackey: a|b"}
+    table = [ln for ln in paging.markdown(meta, [good, bad]) if ln.startswith("| ")]
+    assert table[1].startswith("| glibc | 8 | 4 | 8 | 7 | 25% | 0% | 300x |")
+    assert table[2].startswith("| locus-vam | failed: prog exited with status -6")
+    assert table[2].count("|") == table[0].count("|")
+
+
 def test_sizes_parse():
     assert paging.parse_sizes("256,1M,8K") == [256, 256, 2]
     with pytest.raises(Exception):
@@ -131,6 +143,15 @@ def test_pressure_detection(tmp_path):
     assert pressure.method(tmp_path, tmp_path / "proc")[0] is None   # no cgroup.controllers
     (tmp_path / "cgroup.controllers").write_text("cpu io\n")
     assert "memory controller" in pressure.method(tmp_path, tmp_path / "proc")[1]
+    mounts = tmp_path / "mounts"
+    mounts.write_text("cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n")
+    assert pressure.method(None, tmp_path / "proc", mounts)[1].startswith("no cgroup v2")
+    unified = tmp_path / "unified"
+    unified.mkdir()
+    (unified / "cgroup.controllers").write_text("hugetlb\n")
+    mounts.write_text(mounts.read_text() + f"cgroup2 {unified} cgroup2 rw,relatime 0 0\n")
+    how, reason = pressure.method(None, tmp_path / "proc", mounts)
+    assert how is None and str(unified) in reason and "hybrid" in reason
     swaps = tmp_path / "swaps"
     swaps.write_text("Filename Type Size Used Priority\n/swapfile file 1024 0 -2\n")
     assert pressure.swap_bytes(swaps) == 1 << 20
