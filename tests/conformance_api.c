@@ -976,6 +976,31 @@ static void t_uaf_link_redirect(void) {
   }
 }
 
+/* Live 8-byte objects hold data that would decode, under address-only safe-linking, to the
+ * end of a free list (the number p >> 12) or to a neighbour in the block: freeing and
+ * reallocating them must work (the test that tells a free 8-byte object from a live one reads
+ * its link; it once reported such frees as double frees). In a child: a false report aborts. */
+static void t_tiny_data_not_link(void) {
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    enum { N = 4096 };
+    static uintptr_t *obj[N];
+    for (int k = 0; k < N; k++) if (!(obj[k] = malloc(8))) _exit(3);
+    for (int k = 0; k < N; k++) {
+      uintptr_t at = (uintptr_t)obj[k];
+      *obj[k] = k % 2 ? at >> 12 : (uintptr_t)obj[k ^ 2] ^ (at >> 12);
+    }
+    for (int k = 0; k < N; k += 4) if (!(obj[k] = realloc(obj[k], 8 + (size_t)(k % 3)))) _exit(3);
+    for (int k = 0; k < N; k++) free(obj[k]);
+    _exit(0);
+  }
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "freeing live 8-byte objects that hold link-like data failed (status %d)", st);
+}
+
 /* The first malloc of a process with little address space left (RLIMIT_AS, 6 MiB above what
  * is mapped) must work: the allocator's first reservation falls back to smaller mappings.
  * Run in a fresh process (exec) in which nothing has allocated yet. */
@@ -1091,6 +1116,7 @@ static const test_section_t sections[] = {
     {"rlimit_first_malloc", t_rlimit_first_malloc},
     {"rlimit_exhaust", t_rlimit_exhaust},
     {"uaf_link_redirect", t_uaf_link_redirect},
+    {"tiny_data_not_link", t_tiny_data_not_link},
     {"locus_api", t_locus_api},
     {"locus_env", t_locus_env},
     {"quiet_run", t_quiet_run},

@@ -29,6 +29,7 @@ static void global_init(void) {
   uint64_t seed = rnd ? rnd[0] ^ rnd[1] : (uint64_t)(uintptr_t)&seed * 0x9E3779B97F4A7C15ull;
   segment_cookie = seed | 1;
   free_marker_cookie = (seed * 0xBF58476D1CE4E5B9ull) & ~(uint64_t)0xF;   /* low bits free */
+  link_cookie = (uintptr_t)((seed ^ (seed >> 29)) * 0x94D049BB133111EBull);
   if (opt.sites) sites_read_maps();
   sites_check = opt.sites;
   design_global_init();

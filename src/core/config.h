@@ -76,15 +76,19 @@ static const bool cfg_secure = LOCUS_SECURE;
 static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
 /* Safe-linking: a free-list link stored in freed memory (at `at`) holds next ^ (at >> 12), as
- * glibc's do. A use-after-free write of a plain pointer there then decodes to an address
- * nowhere near the heap, so a later malloc does not hand out memory the writer chose; and a
- * link is told from data (an 8-byte object has no room for a double-free marker: its link
- * decodes to NULL or to a slot of its block only if it is free). Two instructions a side. */
+ * glibc's do, and ^ a random cookie of the process. A use-after-free write of a plain pointer
+ * there then decodes to an address nowhere near the heap, so a later malloc does not hand out
+ * memory the writer chose; and a link is told from data (an 8-byte object has no room for a
+ * double-free marker: its link decodes to NULL or to a slot of its block only if it is free).
+ * The cookie is what makes that test safe: without it, a live 8-byte object holding the
+ * number at >> 12 (a small integer where the heap lies low, as under valgrind) read as a free
+ * one, and its free as a double free. Set once, before the first link is written. */
+static uintptr_t link_cookie;
 static inline uintptr_t link_encode(const void *at, const void *next) {
-  return (uintptr_t)next ^ ((uintptr_t)at >> 12);
+  return (uintptr_t)next ^ ((uintptr_t)at >> 12) ^ link_cookie;
 }
 static inline void *link_decode(const void *at, uintptr_t stored) {
-  return (void *)(stored ^ ((uintptr_t)at >> 12));
+  return (void *)(stored ^ ((uintptr_t)at >> 12) ^ link_cookie);
 }
 static inline void *link_load(const void *at) { return link_decode(at, *(const uintptr_t *)at); }
 static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
