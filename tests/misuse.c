@@ -77,10 +77,13 @@ static void interior_free(size_t size) {
 
 /* Writes `n` bytes just past the end (or, n < 0, before the start), then frees the object and
  * its neighbours and allocates the size again. */
+/* Each byte overflowed is inverted, not set: a byte written with the value it already held
+ * changes nothing (a canary byte equal to a fixed fill value made a case missed one run in
+ * 256). */
 static void overflow_by(size_t size, long n) {
   char *b, *a, *p = with_neighbours(size, &b, &a);
-  char *at = opaque_ptr(n >= 0 ? p + size : p + n);
-  memset(at, 0xEE, (size_t)(n >= 0 ? n : -n));
+  volatile char *at = opaque_ptr(n >= 0 ? p + size : p + n);
+  for (size_t i = 0; i < (size_t)(n >= 0 ? n : -n); i++) at[i] = (char)~at[i];
   free(a);
   free(p);
   free(b);
@@ -192,9 +195,11 @@ static void free_mmap(size_t size) {
 /* ---- what only a hardened allocator catches ----------------------------------------------- */
 
 /* A write after free of a freed object's first word, made after the object was reused once
- * (past any quarantine) and freed again, with a value that decodes to "end of list" under the
- * address-only safe-linking of glibc and the default build: the list is cut short silently.
- * A keyed link (secure) decodes it to garbage, which its check rejects. */
+ * (past any quarantine) and freed again, with a value that decodes to "end of list" under
+ * glibc's address-only safe-linking: the list is cut short silently. Locus's links also carry
+ * a random cookie, so the value decodes to garbage: the default build does not check it (a
+ * later malloc may hand it out and the program fault: caught by chance), the secure build's
+ * check rejects it. */
 static void forged_link(size_t size) {
   char *keep[64], *p = malloc(size);
   if (!p) _exit(4);
@@ -287,7 +292,7 @@ static const misuse_t cases[] = {
     {"free_global", free_global, 0, "CCCC"},
     {"free_mmap", free_mmap, 2 * 4096, "CCCC"},
     {"forged_link_small", forged_link, SMALL, "MMMC"},
-    {"forged_link_medium", forged_link, MEDIUM, "MMMC"},
+    {"forged_link_medium", forged_link, MEDIUM, "?MMC"},
     {"predictable_order_small", predictable_order, SMALL, "MMMC"},
     {"predictable_order_medium", predictable_order, MEDIUM, "M?CC"},
     {"segment_end_overflow", segment_end_overflow, SMALL, "MMMC"},
