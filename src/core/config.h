@@ -91,6 +91,23 @@ static inline void *link_decode(const void *at, uintptr_t stored) {
   return (void *)(stored ^ ((uintptr_t)at >> 12) ^ link_cookie);
 }
 static inline void *link_load(const void *at) { return link_decode(at, *(const uintptr_t *)at); }
+
+/* The secure build's poison: what a quarantined object is filled with (its first bytes), and
+ * whether bytes [from, n) of p still hold it, a word at a time. */
+#define POISON_BYTE 0xDB
+#define POISON_WORD ((uintptr_t)0x0101010101010101ull * POISON_BYTE)
+static inline bool poison_intact(const void *p, size_t from, size_t n) {
+  const unsigned char *b = p;
+  uintptr_t diff = 0;
+  size_t i = from;
+  for (; i + sizeof(uintptr_t) <= n; i += sizeof(uintptr_t)) {
+    uintptr_t w;
+    memcpy(&w, b + i, sizeof w);
+    diff |= w ^ POISON_WORD;
+  }
+  for (; i < n; i++) diff |= b[i] ^ POISON_BYTE;
+  return diff == 0;
+}
 static inline bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
 static inline unsigned log2_floor(size_t x) { return 63u - (unsigned)__builtin_clzl(x); }
 

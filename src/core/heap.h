@@ -175,7 +175,7 @@ static void heap_check_now(heap_t *h);
 
 static void pages_purge_run(heap_t *h, desc_t *r);
 static void heap_free_remote_run(heap_t *h, desc_t *d, void *p, const char *call);
-static void huge_run_free_secure(heap_t *ph, desc_t *r, void *p, const char *call);
+static void huge_run_free(heap_t *ph, desc_t *r, void *p, const char *call);
 static void heap_sweep_abandoned(uint64_t now);
 
 /* A huge run object's address: the run's start, after the secure build's canary (huge.h). */
@@ -615,9 +615,8 @@ static void heap_sweep_abandoned(uint64_t now) {
  * apart and folded in by the statistics. */
 static void heap_free_remote_run(heap_t *h, desc_t *d, void *p, const char *call) {
   size_t usable = d->u.huge.usable;   /* before the run is free (meaningless if p is invalid:
-                                         then pages_free_checked does not return) */
-  if (cfg_secure) huge_run_free_secure(h, d, p, call);
-  else pages_free_checked(h, d, p, call);
+                                         then huge_run_free does not return) */
+  huge_run_free(h, d, p, call);
   atomic_fetch_add_explicit(&h->remote_runs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&h->remote_run_bytes, usable, memory_order_relaxed);
 }

@@ -378,6 +378,7 @@ static void os_obj_free(void *p, const char *call) {
   size_t ends[OS_OBJ_PARTS];
   memcpy(ends, o->part_end, nparts * sizeof *ends);
   char *base = (char *)o;             /* where the pool pieces are */
+  o->state = OS_OBJ_CACHED;
   if (cfg_secure) {
     /* Secure: the object's pages move away (mremap: their page tables move, without a fault
      * or a copy) to an address the program never had, and its own addresses are unmapped, the
@@ -387,7 +388,6 @@ static void os_obj_free(void *p, const char *call) {
      * them costs no fault. (Making them inaccessible in place costs an mprotect of every page
      * table entry at each free and each reuse: 8x the system time of a buffer-replacing
      * workload.) */
-    o->state = OS_OBJ_CACHED;
     segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
     guard_note_unmapped(o, size + os_obj_guard());
     base = os_map(size);
@@ -406,7 +406,6 @@ static void os_obj_free(void *p, const char *call) {
     atomic_fetch_sub_explicit(&os_bytes_mapped, size, memory_order_relaxed);   /* counted again by os_map */
     huge_unmap((char *)o + size, os_obj_guard());
   } else {
-    o->state = OS_OBJ_CACHED;
     /* Only the head part keeps segment-map entries (see the top of the file). */
     size_t head_end = align_up(ends[0], SEGMENT_SIZE);
     if (head_end < size) segmap_set((char *)o + head_end, size - head_end, GRANULE_NONE, GRANULE_NONE);
@@ -492,7 +491,6 @@ static bool os_obj_resize(void *p, size_t size) {
  * free again; leaving the ring, the poison is verified: writes after free are reported then.
  * Aligned requests (over 16 B) take own mappings instead. */
 #define HUGE_POISON_BYTES 32
-#define HUGE_POISON 0xDB
 
 static inline size_t huge_usable_for(size_t size) {
   return cfg_secure ? align_up(size ? size : 1, QUANTUM) : ((size ? size : 1) + os_page_size - 1) & ~(os_page_size - 1);
@@ -511,19 +509,17 @@ static COLD NOINLINE void huge_fatal_unlock(heap_t *ph, const char *call, const 
  * pages free again. */
 static void huge_run_release_locked(heap_t *ph, unsigned i) {
   desc_t *r = ph->run_quarantine[i];
-  const unsigned char *p = (const unsigned char *)huge_user(r);
-  unsigned char diff = 0;
-  for (unsigned k = 0; k < HUGE_POISON_BYTES; k++) diff |= p[k] ^ HUGE_POISON;
-  if (diff) huge_fatal_unlock(ph, "free()", "write after free to", p);
+  const char *p = huge_user(r);
+  if (!poison_intact(p, 0, HUGE_POISON_BYTES)) huge_fatal_unlock(ph, "free()", "write after free to", p);
   ph->run_quarantine[i] = NULL;
   ph->run_qbytes -= (size_t)r->npages << os_page_shift;
   r->flags &= (uint16_t)~FLAG_QUARANTINED;
   pages_give(ph, r);
 }
 
-/* Frees huge run object p (run r of ph's page manager), checked: a live run object (else a
- * double free, or not an object), canaries intact. */
-static void huge_run_free_secure(heap_t *ph, desc_t *r, void *p, const char *call) {
+/* Frees huge run object p (run r of ph's page manager), checked under ph's lock: a live run
+ * object (else a double free, or not an object); secure: canaries intact, then into the ring. */
+static void huge_run_free(heap_t *ph, desc_t *r, void *p, const char *call) {
   uint64_t now = now_ms();
   lock_acquire(&ph->pages_lock);
   if (r->kind != KIND_HUGE || p != huge_user(r))
@@ -531,7 +527,7 @@ static void huge_run_free_secure(heap_t *ph, desc_t *r, void *p, const char *cal
   if (r->flags & FLAG_QUARANTINED) huge_fatal_unlock(ph, call, "double free", p);
   if (!big_canary_ok((char *)p - 16)) huge_fatal_unlock(ph, call, "heap underflow (canary overwritten) before", p);
   if (!big_canary_ok((char *)p + r->u.huge.usable)) huge_fatal_unlock(ph, call, "heap overflow (canary overwritten) after", p);
-  memset(p, HUGE_POISON, HUGE_POISON_BYTES);
+  memset(p, POISON_BYTE, HUGE_POISON_BYTES);
   r->flags |= FLAG_QUARANTINED;
   unsigned newest = ph->run_qnext;
   if (ph->run_quarantine[newest]) huge_run_release_locked(ph, newest);
@@ -555,7 +551,7 @@ static void huge_run_quarantine_flush(heap_t *ph) {
   lock_release(&ph->pages_lock);
 }
 #else
-static void huge_run_free_secure(heap_t *ph, desc_t *r, void *p, const char *call) { pages_free_checked(ph, r, p, call); }
+static void huge_run_free(heap_t *ph, desc_t *r, void *p, const char *call) { pages_free_checked(ph, r, p, call); }
 static void huge_run_quarantine_flush(heap_t *ph) { (void)ph; }
 #endif
 
@@ -594,8 +590,7 @@ static void huge_free(heap_t *h, desc_t *r, void *p, const char *call) {
   h->stats.huge_in_use--;
   h->stats.free_calls++;
   h->stats.bytes_allocated -= r->u.huge.usable;
-  if (cfg_secure) huge_run_free_secure(h, r, p, call);
-  else pages_free(h, r);   /* which also runs the pool's decay check */
+  huge_run_free(h, r, p, call);   /* which also runs the pool's decay check */
   heap_debug_tick(h);
 }
 

@@ -89,10 +89,12 @@ static inline size_t vam_slot_size(unsigned cls) {
   return size <= 8 ? size : align_up(size, QUANTUM);
 }
 
-/* The bytes of a block's slot the program may use. */
+/* The bytes of a slot of class cls the program may use (vam-header: its header besides). */
+static inline size_t vam_class_usable(unsigned cls) {
+  return cfg_secure ? vam_classes.size[cls] : vam_slot_size(cls);   /* secure: the canary after it */
+}
 static inline size_t vam_usable(const desc_t *b) {
-  if (cfg_secure) return vam_classes.size[b->cls];   /* the canary right after it */
-  return b->obj_size - (cfg_small_headers ? b->aux8 : 0);
+  return cfg_secure ? vam_class_usable(b->cls) : b->obj_size - (cfg_small_headers ? b->aux8 : 0);
 }
 
 static inline unsigned vam_block_pages(unsigned cls) {
@@ -811,11 +813,16 @@ static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t
   if (unlikely(--b->used == 0)) vam_block_empty(h, b);
 }
 
+/* p's offset in its run, d being the descriptor of p's page (back leads to the run's head,
+ * 0 on it). */
+static ALWAYS_INLINE uint32_t vam_run_offset(const desc_t *d, const void *p) {
+  return (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (d->back << os_page_shift);
+}
+
 /* What the fast path's slot test sent on: a block with 8-byte slots, an interior pointer,
  * anything else in a run (a large area, a core run), from any page of it. */
 static NOINLINE void vam_free_other(heap_t *h, desc_t *d, void *p, const char *call) {
-  size_t off = ((uintptr_t)p & (os_page_size - 1)) + ((size_t)d->back << os_page_shift);
-  design_free_run(h, d - d->back, p, off, call);
+  design_free_run(h, d - d->back, p, vam_run_offset(d, p), call);
 }
 
 static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call);
@@ -829,10 +836,8 @@ static ALWAYS_INLINE void vam_free_plain(heap_t *h, desc_t *d, void *p, const ch
     else free_in_run(h, p, call);   /* a medium block's other pages, large areas, core runs */
     return;
   }
-  /* Any page of a block the fast path serves: back leads to the block's head (0 on it). */
-  uint32_t back = d->back;
-  uint32_t off = (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (back << os_page_shift);
-  if (likely(slot_multiple(off, d->aux))) vam_free_slot(h, d - back, p, call);
+  /* Any page of a block the fast path serves. */
+  if (likely(slot_multiple(vam_run_offset(d, p), d->aux))) vam_free_slot(h, d - d->back, p, call);
   else vam_free_other(h, d, p, call);
 }
 
@@ -851,7 +856,6 @@ static long vam_slot_index(desc_t *b, const void *p, const char *call) {
 
 /* ---- the quarantine (secure build; vam.h) --------------------------------------------------- */
 
-#define VAM_POISON 0xDB   /* the byte a quarantined object is filled with */
 
 /* The mark word 0 of a quarantined object holds: keyed, so no program data matches it by chance
  * or by design. */
@@ -896,22 +900,6 @@ static inline void **vam_quarantine_next(heap_t *h) {
 #endif
 }
 
-#define VAM_POISON_WORD ((uintptr_t)0x0101010101010101ull * VAM_POISON)
-
-/* Whether the n bytes of quarantined object p after its mark word still hold the poison. */
-static inline bool vam_poison_intact(const void *p, size_t n) {
-  const unsigned char *b = p;
-  uintptr_t diff = 0;
-  size_t i = sizeof(uintptr_t);
-  for (; i + sizeof(uintptr_t) <= n; i += sizeof(uintptr_t)) {   /* a word at a time */
-    uintptr_t w;
-    memcpy(&w, b + i, sizeof w);
-    diff |= w ^ VAM_POISON_WORD;
-  }
-  for (; i < n; i++) diff |= b[i] ^ VAM_POISON;
-  return diff == 0;
-}
-
 /* An object leaves the quarantine: its mark and poison must be intact (else it was written
  * after it was freed), then it is freed for reuse. A slot of the free fast path's blocks goes
  * the flagship's fast way (its poison is min(usable, VAM_POISON_MAX) bytes, a multiple of 16). */
@@ -919,21 +907,20 @@ static NOINLINE void vam_release_foreign(heap_t *h, desc_t *b, void *p);
 static NOINLINE void vam_quarantine_release_other(heap_t *h, desc_t *d, void *p) {
   uintptr_t *w = p;
   size_t n = vam_poison_len(d - d->back, p, "free()");
-  if (w[0] != vam_qmark(p) || !vam_poison_intact(p, n)) locus_fatal("free()", "write after free to", p);
+  if (w[0] != vam_qmark(p) || !poison_intact(p, sizeof(uintptr_t), n)) locus_fatal("free()", "write after free to", p);
   w[0] = 0;   /* no longer marked (an 8-byte slot: its link, which must not decode) */
   vam_free_plain(h, d, p, "free()");
 }
 static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p) {
   segment_t *s = segment_of(p);
   desc_t *d = desc_of_page(s, p);
-  uint32_t back = d->back, off = (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (back << os_page_shift);
   uintptr_t *w = p;
-  if (unlikely(!slot_multiple(off, d->aux))) { vam_quarantine_release_other(h, d, p); return; }
-  desc_t *b = d - back;   /* (vam_free_secure's poison) */
+  if (unlikely(!slot_multiple(vam_run_offset(d, p), d->aux))) { vam_quarantine_release_other(h, d, p); return; }
+  desc_t *b = d - d->back;   /* (vam_free_secure's poison) */
   uintptr_t diff = (w[0] ^ vam_qmark(p)) | (w[1] ^ free_marker(p));
   size_t n = vam_usable(b);   /* 16, 24, 32 ... */
-  if (n > 16) diff |= w[2] ^ VAM_POISON_WORD;
-  if (n > 24) diff |= w[3] ^ VAM_POISON_WORD;
+  if (n > 16) diff |= w[2] ^ POISON_WORD;
+  if (n > 24) diff |= w[3] ^ POISON_WORD;
   if (unlikely(diff)) locus_fatal("free()", "write after free to", p);
   if (unlikely(s->heap != h)) { vam_release_foreign(h, b, p); return; }
   vam_slot_push(h, b, p, free_marker(p));
@@ -977,7 +964,7 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
   }
   size_t n = vam_poison_len(b, p, call);
   *(uintptr_t *)p = vam_qmark(p);
-  if (n > sizeof(uintptr_t)) memset((char *)p + sizeof(uintptr_t), VAM_POISON, n - sizeof(uintptr_t));
+  if (n > sizeof(uintptr_t)) memset((char *)p + sizeof(uintptr_t), POISON_BYTE, n - sizeof(uintptr_t));
   vam_quarantine_push(h, p);
 }
 
@@ -1000,21 +987,21 @@ static ALWAYS_INLINE void vam_secure_retire(desc_t *b, void *p, const char *call
   _Static_assert(VAM_POISON_MAX == 32, "the fast path poisons up to four words");
   w[0] = vam_qmark(p);   /* usable sizes here: 16, 24, 32 ... */
   w[1] = free_marker(p);   /* as on the free list: the one double-free test */
-  if (n > 16) w[2] = VAM_POISON_WORD;
-  if (n > 24) w[3] = VAM_POISON_WORD;
+  if (n > 16) w[2] = POISON_WORD;
+  if (n > 24) w[3] = POISON_WORD;
 }
 
 static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
-  uint32_t back = d->back, off = (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (back << os_page_shift);
+  uint32_t off = vam_run_offset(d, p);
   if (unlikely(!slot_multiple(off, d->aux) || off == 0)) { vam_free_secure_other(h, d, p, call); return; }
-  vam_secure_retire(d - back, p, call);
+  vam_secure_retire(d - d->back, p, call);
   vam_quarantine_push(h, p);
 }
 
 /* The most usable bytes an object that operator new(size) returned can have: a sized delete
  * whose object has more was given a wrong (smaller) size. */
 static size_t design_usable_max(size_t size) {
-  if (size <= VAM_MEDIUM_MAX) return cfg_secure ? vam_classes.size[sizeclass_of(&vam_classes, size)] : vam_slot_size(sizeclass_of(&vam_classes, size));
+  if (size <= VAM_MEDIUM_MAX) return vam_class_usable(sizeclass_of(&vam_classes, size));
   if (size <= VAM_LARGE_MAX) return align_up(size + CHUNK_HEADER, 16) - CHUNK_HEADER + LARGE_MIN_CHUNK;
   return size + os_page_size;
 }
