@@ -5,7 +5,8 @@ static sizeclass_table_t vam_classes;
 static unsigned vam_nclasses;   /* class indexes in use: the size classes, times the groups */
 
 static uint64_t chunk_cookie;
-static uint64_t vam_secret;   /* secure build: canaries, quarantine marks, heap keys */
+static uint64_t vam_secret;   /* secure build: canaries, heap keys */
+static uint64_t vam_qsecret;  /* secure build: quarantine marks (a canary read out tells nothing of it) */
 
 /* splitmix64's finaliser: a secret-keyed value nobody can guess from the address. */
 static inline uint64_t vam_mix(uint64_t z) {
@@ -35,6 +36,7 @@ static void design_global_init(void) {
   }
   chunk_cookie = free_marker_cookie * 0x9E3779B97F4A7C15ull + 1;
   vam_secret = vam_mix(chunk_cookie ^ segment_cookie);
+  vam_qsecret = vam_mix(vam_secret + 1);
 }
 
 static inline size_t vam_slot_size(unsigned cls);
@@ -185,41 +187,67 @@ static inline uint64_t vam_random(heap_t *h) {
 #endif
 }
 
-/* Secure build: writes every slot's canary and lists slots 1.. on the free list, the block's
- * end after the last slot (nothing is left to bump). The order is random within each window of
- * VAM_SHUFFLE_WINDOW consecutive slots (Fisher-Yates), the windows in address order: which
- * neighbours an object gets cannot be predicted, while consecutive allocations stay within a
- * few cache lines of each other, as bump allocation keeps them (a shuffle of the whole block
- * made a walk of a freshly built list 2x slower). */
-static void vam_block_fill(heap_t *h, desc_t *b) {
+/* Secure build: a random bit (0 or 1), from a word of random bits drawn 63 at a time (the top
+ * bit set on a fresh word is the sentinel that says the bits ran out). */
+static ALWAYS_INLINE size_t vam_coin(heap_t *h) {
+#if LOCUS_SECURE
+  uint64_t bits = h->d.coins;
+  if (unlikely(bits <= 1)) bits = vam_random(h) | 1ull << 63;
+  h->d.coins = bits >> 1;
+  return bits & 1;
+#else
+  (void)h;
+  return 0;
+#endif
+}
+
+/* Secure build: writes the canary of slot (the one or two words after its usable bytes). */
+static ALWAYS_INLINE void vam_canary_set(const desc_t *b, char *slot) {
+  uintptr_t *first = (uintptr_t *)(slot + vam_usable(b)), *last = (uintptr_t *)(slot + b->obj_size) - 1;
+  *first = vam_canary(first);
+  *last = vam_canary(last);   /* the same word when the canary is 8 bytes */
+}
+
+/* Secure build: a block's slot 0 is never handed out (its canary guards slot 1's front): the
+ * bump pointer starts past it, its canary written. */
+static void vam_block_skip_first(desc_t *b) {
+  if (!cfg_secure) return;
   char *start = desc_start(b);
-  size_t size = b->obj_size, usable = vam_usable(b), cap = (size_t)(b->u.blk.end - start) / size;
-  for (size_t i = 0; i < cap; i++) {
-    for (uintptr_t *gap = (uintptr_t *)(start + i * size + usable); (char *)gap < start + (i + 1) * size; gap++)
-      *gap = vam_canary(gap);
-  }
-  char *head = NULL;   /* pushed from the last window down: the list starts at the first */
-  for (size_t hi = cap; hi > 1;) {
-    size_t lo = (hi - 1) / VAM_SHUFFLE_WINDOW * VAM_SHUFFLE_WINDOW, n = 0;
-    uint16_t order[VAM_SHUFFLE_WINDOW];
-    uint64_t r = vam_random(h);   /* a byte of it per swap */
-    if (lo == 0) lo = 1;   /* slot 0 is never handed out (vam.h) */
-    for (size_t i = lo; i < hi; i++) order[n++] = (uint16_t)i;
-    for (size_t i = n; i > 1; i--, r >>= 8) {
-      size_t j = (size_t)(((r & 0xff) * i) >> 8), t = order[i - 1];   /* below i, no division */
-      order[i - 1] = order[j];
-      order[j] = (uint16_t)t;
+  vam_canary_set(b, start);
+  b->u.blk.bump = start + b->obj_size;
+}
+
+/* The next object of block b from its bump pointer (below its end). The secure build takes
+ * the slots two at a time, writing their canaries (so every slot below the bump pointer has
+ * one): a coin toss picks which of the two is handed out, the other goes onto the block's free
+ * list, which the secure build serves first, so it is the next one handed out. Consecutive
+ * allocations are thus not a constant distance apart (an attacker cannot place an object next
+ * to a victim by allocating in order), yet they stay within two slots of address order, so a
+ * walk of them is still a stream the prefetchers follow: a shuffle within windows of 8 slots
+ * made the walks of a freshly built list 2x slower, and handing the unpicked slot out later
+ * (after the bump pointer reached the end) 1.3x. No branch depends on the coin (a mispredicted
+ * branch per allocation cost batches 15%). */
+static ALWAYS_INLINE char *vam_carve(heap_t *h, desc_t *b) {
+  char *p = b->u.blk.bump;
+  size_t size = b->obj_size;
+  if (cfg_secure) {
+    vam_canary_set(b, p);
+    char *q = p + size;
+    if (q < b->u.blk.end) {
+      vam_canary_set(b, q);
+      size_t pick = vam_coin(h) * size;
+      char *other = q - pick;   /* listed as a free slot is */
+      uintptr_t *w = (uintptr_t *)other;
+      w[1] = free_marker(other);
+      w[0] = vam_link_encode(h, other, b->u.blk.free);
+      b->u.blk.free = other;
+      p += pick;
+      b->u.blk.bump = q + size;
+      return p;
     }
-    for (size_t k = 0; k < n; k++) {
-      char *slot = start + (size_t)order[k] * size;
-      *(uintptr_t *)slot = vam_link_encode(h, slot, head);
-      head = slot;
-    }
-    hi = lo;
   }
-  b->u.blk.free = head;
-  b->u.blk.bump = b->u.blk.end = start + cap * size;
-  b->flags &= (uint16_t)~FLAG_CLEAN;
+  b->u.blk.bump = p + size;
+  return p;
 }
 
 /* Secure build: a link just decoded from the free list of block b (from the object at p) must
@@ -239,10 +267,8 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   unsigned k = vam_cache_index(npages);
   bool clean = false;
   desc_t *b;
-  bool relisted = false;   /* secure: an emptied block of this class keeps its list and canaries */
   if (h->d.ncache[k]) {
     b = h->d.cache[k][--h->d.ncache[k]];
-    relisted = cfg_secure && b->kind == KIND_VAM_BLOCK && b->cls == cls;
   } else {
     if (!(b = pages_alloc(h, npages, 1, &clean))) return NULL;
     h->stats.blocks_in_use++;
@@ -258,7 +284,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   /* The double-free marker lives in the word after the free-list link, if the slot has one. */
   b->marker_off = size - VAM_CANARY - b->aux8 >= 2 * sizeof(void *) || b->aux8 ? b->aux8 + sizeof(void *) : 0;
   b->flags = clean ? FLAG_CLEAN : 0;
-  if (!relisted) b->u.blk.free = NULL;
+  b->u.blk.free = NULL;
   b->u.blk.bump = start;
   if (cfg_block_bitmap) {
     /* Slots from the start, the bitmap (1 = free slot) in the block's last words. */
@@ -270,8 +296,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
     b->u.blk.free = bits;
   }
   b->u.blk.end = start + cap * size;
-  if (relisted) b->u.blk.bump = b->u.blk.end;
-  else if (cfg_secure) vam_block_fill(h, b);
+  vam_block_skip_first(b);
   list_push(&h->d.avail[cls], b);
   return b;
 }
@@ -319,19 +344,25 @@ static inline bool vam_block_full(const desc_t *b) {
   return cfg_block_bitmap ? (b->flags & FLAG_FULL) != 0 : !vam_has_room(b);
 }
 
-/* An object from block b (the head of class cls's list), or NULL if b has no room: reap order, i.e. bump to the block's end
- * first, then the block's free list (vam-bitmap: the bitmap search). */
+/* An object from block b (the head of class cls's list), or NULL if b has no room: reap order,
+ * i.e. bump to the block's end first, then the block's free list (vam-bitmap: the bitmap
+ * search; the secure build: the list first, which holds the slot vam_carve did not pick). */
 static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bool zero) {
   char *p;
   if (cfg_block_bitmap) {
     if (b == &h->d.none || !(p = vam_bitmap_take(h, b))) return NULL;
     if (zero) memset(p, 0, b->obj_size);
-  } else if (!cfg_secure && likely((p = b->u.blk.bump) < b->u.blk.end)) {   /* (secure: nothing to bump) */
-    if (!p) __builtin_unreachable();   /* below a block's end: a real address (no NULL test) */
-    char *bump = p + b->obj_size;
-    b->u.blk.bump = bump;
-    if (unlikely(bump >= b->u.blk.end) && !b->u.blk.free) vam_block_retire(h, b, cls);
-    if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, b->obj_size);
+  } else if (cfg_secure && (p = b->u.blk.free) != NULL) {
+    void *next = vam_link_load(h, p);
+    if (b->kind != KIND_VAM_FOREIGN) vam_link_check(b, next, p);   /* (foreign: many blocks) */
+    b->u.blk.free = next;
+    if (!next && b->u.blk.bump >= b->u.blk.end) vam_block_retire(h, b, cls);
+    if (zero) memset(p, 0, vam_usable(b));
+  } else if (likely(b->u.blk.bump < b->u.blk.end)) {
+    if (!b->u.blk.bump) __builtin_unreachable();   /* below a block's end: a real address (no NULL test) */
+    p = vam_carve(h, b);
+    if (unlikely(b->u.blk.bump >= b->u.blk.end) && !b->u.blk.free) vam_block_retire(h, b, cls);
+    if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, cfg_secure ? vam_usable(b) : b->obj_size);
   } else if (likely((p = b->u.blk.free) != NULL)) {
     void *next = vam_link_load(h, p);
     if (cfg_secure && b->kind != KIND_VAM_FOREIGN) vam_link_check(b, next, p);   /* (foreign: many blocks) */
@@ -767,12 +798,10 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
     desc_t *old = h->d.spare[cls];
     if (old && old != b && old->used == 0) vam_block_drop(h, old, true);
     h->d.spare[cls] = b;
-    if (cfg_secure) {
-      /* its list holds every slot (in the order they were freed) and its canaries are intact:
-       * kept as it is (no bump mode to go back to) */
-    } else if (!cfg_block_bitmap) {
+    if (!cfg_block_bitmap) {
       b->u.blk.bump = desc_start(b);
       b->u.blk.free = NULL;
+      vam_block_skip_first(b);   /* (secure: slot 0's canary is intact, rewritten the same) */
     }
     b->flags &= (uint16_t)~FLAG_CLEAN;
     pages_policy(h);   /* the discard policy runs as often as blocks empty, kept or not */
@@ -859,7 +888,7 @@ static long vam_slot_index(desc_t *b, const void *p, const char *call) {
 
 /* The mark word 0 of a quarantined object holds: keyed, so no program data matches it by chance
  * or by design. */
-static inline uintptr_t vam_qmark(const void *p) { return ((uintptr_t)p ^ ~vam_secret) * 0xBF58476D1CE4E5B9ull; }
+static inline uintptr_t vam_qmark(const void *p) { return (uintptr_t)p ^ vam_qsecret; }
 
 /* Ends the program if p is in the quarantine (it was freed): for calls that read an object. */
 static void vam_quarantine_check(const void *p, const char *call) {
@@ -879,66 +908,61 @@ static size_t vam_poison_len(desc_t *d, void *p, const char *call) {
   return n < VAM_POISON_MAX ? n : VAM_POISON_MAX;
 }
 
-/* Entry i of the quarantine ring (secure build). */
-static inline void **vam_quarantine_entry(heap_t *h, unsigned i) {
+/* The quarantine ring (secure build; NULL otherwise, never used). */
+static inline vam_quarantined_t *vam_quarantine_ring(heap_t *h) {
 #if LOCUS_SECURE
-  return &h->d.quarantine[i];
+  return h->d.quarantine;
 #else
-  (void)h; (void)i;
+  (void)h;
   return NULL;
 #endif
 }
 
-/* The quarantine's entry the next free takes (the oldest), advancing the ring. */
-static inline void **vam_quarantine_next(heap_t *h) {
-#if LOCUS_SECURE
-  void **q = &h->d.quarantine[h->d.qnext];
-  h->d.qnext = (h->d.qnext + 1) % VAM_QUARANTINE;
-  return q;
-#else
-  return vam_quarantine_entry(h, 0);
-#endif
-}
-
 /* An object leaves the quarantine: its mark and poison must be intact (else it was written
- * after it was freed), then it is freed for reuse. A slot of the free fast path's blocks goes
- * the flagship's fast way (its poison is min(usable, VAM_POISON_MAX) bytes, a multiple of 16). */
+ * after it was freed), then it is freed for reuse. A slot of the free fast path's blocks
+ * (block b) goes the flagship's fast way (its poison is min(usable, VAM_POISON_MAX) bytes, a
+ * multiple of 16); anything else (b NULL) the flagship's free. */
 static NOINLINE void vam_release_foreign(heap_t *h, desc_t *b, void *p);
-static NOINLINE void vam_quarantine_release_other(heap_t *h, desc_t *d, void *p) {
+static NOINLINE void vam_quarantine_release_other(heap_t *h, void *p) {
   uintptr_t *w = p;
+  desc_t *d = desc_of_page(segment_of(p), p);
   size_t n = vam_poison_len(d - d->back, p, "free()");
   if (w[0] != vam_qmark(p) || !poison_intact(p, sizeof(uintptr_t), n)) locus_fatal("free()", "write after free to", p);
-  w[0] = 0;   /* no longer marked (an 8-byte slot: its link, which must not decode) */
+  w[0] = 0;   /* no longer marked */
   vam_free_plain(h, d, p, "free()");
 }
-static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p) {
-  segment_t *s = segment_of(p);
-  desc_t *d = desc_of_page(s, p);
-  uintptr_t *w = p;
-  if (unlikely(!slot_multiple(vam_run_offset(d, p), d->aux))) { vam_quarantine_release_other(h, d, p); return; }
-  desc_t *b = d - d->back;   /* (vam_free_secure's poison) */
-  uintptr_t diff = (w[0] ^ vam_qmark(p)) | (w[1] ^ free_marker(p));
+static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p, desc_t *b) {
+  if (unlikely(!b)) { vam_quarantine_release_other(h, p); return; }
+  uintptr_t *w = p, marker = free_marker(p);
+  uintptr_t diff = (w[0] ^ vam_qmark(p)) | (w[1] ^ marker);
   size_t n = vam_usable(b);   /* 16, 24, 32 ... */
   if (n > 16) diff |= w[2] ^ POISON_WORD;
   if (n > 24) diff |= w[3] ^ POISON_WORD;
   if (unlikely(diff)) locus_fatal("free()", "write after free to", p);
-  if (unlikely(s->heap != h)) { vam_release_foreign(h, b, p); return; }
-  vam_slot_push(h, b, p, free_marker(p));
+  if (unlikely(segment_of(p)->heap != h)) { vam_release_foreign(h, b, p); return; }
+  vam_slot_push(h, b, p, marker);
 }
 
-/* p enters the quarantine, the oldest object leaves it. */
-static ALWAYS_INLINE void vam_quarantine_push(heap_t *h, void *p) {
-  void **q = vam_quarantine_next(h), *old = *q;
-  *q = p;
-  if (old) vam_quarantine_release(h, old);
+/* p (of block b, or NULL: see the ring) enters the quarantine, the oldest object leaves it. */
+static ALWAYS_INLINE void vam_quarantine_push(heap_t *h, void *p, desc_t *b) {
+#if LOCUS_SECURE
+  vam_quarantined_t *q = &h->d.quarantine[h->d.qnext], old = *q;
+  h->d.qnext = (h->d.qnext + 1) % VAM_QUARANTINE;
+  q->p = p;
+  q->block = b;
+  if (old.p) vam_quarantine_release(h, old.p, old.block);
+#else
+  (void)h; (void)p; (void)b;
+#endif
 }
 
 /* Empties the quarantine (thread exit, purge). */
 static void vam_quarantine_flush(heap_t *h) {
+  vam_quarantined_t *ring = vam_quarantine_ring(h);
   for (unsigned i = 0; cfg_secure && i < VAM_QUARANTINE; i++) {
-    void **q = vam_quarantine_entry(h, i), *p = *q;
-    *q = NULL;
-    if (p) vam_quarantine_release(h, p);
+    vam_quarantined_t q = ring[i];
+    ring[i].p = NULL;
+    if (q.p) vam_quarantine_release(h, q.p, q.block);
   }
 }
 
@@ -950,6 +974,7 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
   desc_t *b = d - d->back;
   if (b->kind == KIND_VAM_BLOCK) {
     if (vam_slot_index(b, p, call) == 0) locus_fatal(call, "invalid pointer", p);
+    if ((char *)p >= b->u.blk.bump) vam_free_unbumped(b, p, p, call);   /* (no canary there yet) */
     if (*(uintptr_t *)p == vam_qmark(p) || vam_slot_listed(h, b, p)) locus_fatal(call, "double free", p);
     vam_canaries_check(b, p, p, call);
   } else if (b->kind == KIND_VAM_LARGE) {
@@ -965,12 +990,12 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
   size_t n = vam_poison_len(b, p, call);
   *(uintptr_t *)p = vam_qmark(p);
   if (n > sizeof(uintptr_t)) memset((char *)p + sizeof(uintptr_t), POISON_BYTE, n - sizeof(uintptr_t));
-  vam_quarantine_push(h, p);
+  vam_quarantine_push(h, p, NULL);
 }
 
 /* The secure build's free. Its fast path takes what the flagship's does (a slot of a block
  * whose slots hold a link and a marker word): the slot must be handed out (below the block's
- * end, not slot 0), not free (marker) nor quarantined (mark), with the canary words next to
+ * bump pointer, not slot 0), not free (marker) nor quarantined (mark), with the canary words next to
  * it intact (the one after it, and its lower neighbour's last, just before it: a 1-byte
  * overflow or underflow changes one of them); then it is marked, poisoned (its first
  * VAM_POISON_MAX bytes at most: whole words, the usable size being a multiple of 16) and
@@ -978,7 +1003,7 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
  * sends it on when it leaves). Everything else takes vam_free_secure_other. */
 static ALWAYS_INLINE void vam_secure_retire(desc_t *b, void *p, const char *call) {
   uintptr_t *w = p;
-  if (unlikely((char *)p >= b->u.blk.end)) vam_free_unbumped(b, p, p, call);
+  if (unlikely((char *)p >= b->u.blk.bump)) vam_free_unbumped(b, p, p, call);
   if (unlikely(w[1] == free_marker(p))) locus_fatal(call, "double free", p);   /* listed or quarantined */
   size_t n = vam_usable(b);
   const uintptr_t *after = (const uintptr_t *)((char *)p + n), *before = w - 1;
@@ -994,8 +1019,9 @@ static ALWAYS_INLINE void vam_secure_retire(desc_t *b, void *p, const char *call
 static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
   uint32_t off = vam_run_offset(d, p);
   if (unlikely(!slot_multiple(off, d->aux) || off == 0)) { vam_free_secure_other(h, d, p, call); return; }
-  vam_secure_retire(d - d->back, p, call);
-  vam_quarantine_push(h, p);
+  desc_t *b = d - d->back;
+  vam_secure_retire(b, p, call);
+  vam_quarantine_push(h, p, b);
 }
 
 /* The most usable bytes an object that operator new(size) returned can have: a sized delete
@@ -1035,7 +1061,7 @@ static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call
   uint32_t off = (uint32_t)((char *)p - desc_start(d));
   if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !slot_multiple(off, d->aux) || off == 0) return false;
   vam_secure_retire(d, p, call);
-  vam_quarantine_push(me, p);
+  vam_quarantine_push(me, p, d);
   return true;
 }
 
@@ -1146,7 +1172,7 @@ static void design_stats(heap_t *h, locus_stats_t *st) {
     st->bytes_allocated += (in - out) * vam_slot_size(c);
   }
   for (unsigned i = 0; cfg_secure && i < VAM_QUARANTINE; i++)   /* freed, counted on release */
-    st->free_calls += __atomic_load_n(vam_quarantine_entry(h, i), __ATOMIC_RELAXED) != NULL;
+    st->free_calls += __atomic_load_n(&vam_quarantine_ring(h)[i].p, __ATOMIC_RELAXED) != NULL;
   uint64_t flushed = __atomic_load_n(&h->d.foreign_flushed, __ATOMIC_RELAXED);
   st->malloc_calls -= flushed;
   st->free_calls -= flushed;

@@ -109,23 +109,24 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  *    decode to a slot of the same block (or NULL);
  *  - a slot is the class size plus 8, rounded up to 16; the rest of the slot after the class
  *    size (8 or 16 bytes: in half the classes the canary takes the rounding's room) is a
- *    canary (vam_canary of each word's address) that the allocator never writes after the
- *    block is filled; a free checks the canary words on both sides of the object,
- *    so an overflow or underflow is reported by the next free of the object or a neighbour.
- *    A block's slot 0 is never handed out: its canary guards slot 1's front;
- *  - a new block is filled with its slots on its free list in random order within windows of
- *    VAM_SHUFFLE_WINDOW slots (never bump order); an emptied block keeps its list;
+ *    canary (vam_canary of each word's address), written when the bump pointer passes the
+ *    slot and never by the allocator after that; a free checks the canary words on both sides
+ *    of the object, so an overflow or underflow is reported by the next free of the object or
+ *    a neighbour. A block's slot 0 is never handed out: its canary guards slot 1's front;
+ *  - the bump pointer takes slots two at a time and a coin toss picks which one is handed out
+ *    (the other is listed, and the secure build serves a block's list before its bump range,
+ *    so it comes next): no constant distance between consecutive objects (vam_carve);
  *  - a freed block object or large chunk waits in a ring of VAM_QUARANTINE before it is
  *    reusable, marked (word 0; a slot's word 1 holds the free marker) and poisoned; leaving
  *    the ring, the poison is verified. An object of another heap waits in the freeing
  *    thread's ring, then goes to its foreign-object cache or home;
  *  - no 8-byte class: every slot holds a link and a marker word.
- * Invariants added: a slot's canary holds vam_canary(address) whenever the block is a block;
- * an object in the quarantine holds vam_qmark(address) in word 0 and is counted in use. */
+ * Invariants added: every slot of a block below its bump pointer holds vam_canary(address) in
+ * its canary words; an object in the quarantine holds vam_qmark(address) in word 0 and is
+ * counted in use. */
 #define VAM_QUARANTINE 32
 #define VAM_CANARY ((size_t)(LOCUS_SECURE ? 8 : 0))   /* least canary bytes after an object */
 #define VAM_POISON_MAX 32          /* bytes of a quarantined object poisoned and verified */
-#define VAM_SHUFFLE_WINDOW 8       /* slots shuffled together when a block is filled */
 #if LOCUS_SECURE && (LOCUS_VAM_SMALL_HEADERS || LOCUS_VAM_BITMAP || LOCUS_VAM_SITES)
 #error "the secure build is the flagship with hardening: no ablation knobs"
 #endif
@@ -147,6 +148,10 @@ struct chunk {
 #define LARGE_MIN_CHUNK ((uint32_t)((VAM_MEDIUM_MAX + 1 + CHUNK_HEADER + 15) & ~15u))
 #define LARGE_MAX_CHUNK ((uint32_t)(VAM_LARGE_MAX + CHUNK_HEADER))
 #define LARGE_BINS      ((LARGE_MAX_CHUNK - LARGE_MIN_CHUNK) / 16 + 2)   /* + one for bigger */
+
+/* An entry of the secure build's quarantine: a freed object and, if it is a slot of a block
+ * the free fast path serves, that block (its release then needs no lookup), else NULL. */
+typedef struct vam_quarantined { void *p; desc_t *block; } vam_quarantined_t;
 
 typedef struct design_heap {
   desc_t *avail[VAM_MAX_CLASSES];
@@ -173,8 +178,9 @@ typedef struct design_heap {
 #if LOCUS_SECURE
   /* liblocus-secure.so (vam.c.h's hardening section, docs/secure.md). */
   uintptr_t link_key;            /* xored into every free-list link of this heap's blocks */
-  uint64_t rng;                  /* the slot order of refilled blocks */
-  void *quarantine[VAM_QUARANTINE];   /* freed objects not yet reusable, a ring */
+  uint64_t rng;                  /* the coin tosses of vam_carve */
+  uint64_t coins;                /* random bits not yet used, above a sentinel bit (vam_coin) */
+  vam_quarantined_t quarantine[VAM_QUARANTINE];   /* freed objects not yet reusable, a ring */
   unsigned qnext;                /* the ring's oldest entry, replaced by the next free */
 #endif
 #if LOCUS_VAM_SITES
