@@ -53,6 +53,7 @@ static void design_heap_init(heap_t *h) {
 #if LOCUS_SECURE
   h->d.link_key = vam_mix(vam_secret ^ (uintptr_t)h);
   h->d.rng = vam_mix(h->d.link_key + 1);
+  h->d.poison_sink = POISON_WORD;
 #endif
 }
 
@@ -356,7 +357,7 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
     void *next = vam_link_load(h, p);
     if (b->kind != KIND_VAM_FOREIGN) vam_link_check(b, next, p);   /* (foreign: many blocks) */
     b->u.blk.free = next;
-    if (!next && b->u.blk.bump >= b->u.blk.end) vam_block_retire(h, b, cls);
+    h->d.avail[cls] = pick((next == NULL) & (b->u.blk.bump >= b->u.blk.end), b->next, b);   /* (retire) */
     if (zero) memset(p, 0, vam_usable(b));
   } else if (likely(b->u.blk.bump < b->u.blk.end)) {
     if (!b->u.blk.bump) __builtin_unreachable();   /* below a block's end: a real address (no NULL test) */
@@ -918,6 +919,21 @@ static inline vam_quarantined_t *vam_quarantine_ring(heap_t *h) {
 #endif
 }
 
+/* Where word i (2 or 3) of a quarantined slot of the free fast path is poisoned, its usable
+ * bytes being n (16, 24, 32 ...): the word itself if it is inside the object, else (a canary
+ * word) the heap's poison sink. No branch: n is a coin toss under churn of mixed sizes, and a
+ * branch on it mispredicted twice per free and twice per release. */
+static ALWAYS_INLINE uintptr_t *vam_poison_at(heap_t *h, uintptr_t *w, unsigned i, size_t n) {
+#if LOCUS_SECURE
+  uintptr_t inside = (uintptr_t)0 - (uintptr_t)(n > i * sizeof(uintptr_t));
+  __asm__("" : "+r"(inside));   /* opaque: keeps the selection arithmetic */
+  return (uintptr_t *)(((uintptr_t)&w[i] & inside) | ((uintptr_t)&h->d.poison_sink & ~inside));
+#else
+  (void)h; (void)n;
+  return &w[i];
+#endif
+}
+
 /* An object leaves the quarantine: its mark and poison must be intact (else it was written
  * after it was freed), then it is freed for reuse. A slot of the free fast path's blocks
  * (block b) goes the flagship's fast way (its poison is min(usable, VAM_POISON_MAX) bytes, a
@@ -935,9 +951,8 @@ static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p, desc_t *b) 
   if (unlikely(!b)) { vam_quarantine_release_other(h, p); return; }
   uintptr_t *w = p, marker = free_marker(p);
   uintptr_t diff = (w[0] ^ vam_qmark(p)) | (w[1] ^ marker);
-  size_t n = vam_usable(b);   /* 16, 24, 32 ... */
-  if (n > 16) diff |= w[2] ^ POISON_WORD;
-  if (n > 24) diff |= w[3] ^ POISON_WORD;
+  size_t n = vam_usable(b);
+  diff |= (*vam_poison_at(h, w, 2, n) ^ POISON_WORD) | (*vam_poison_at(h, w, 3, n) ^ POISON_WORD);
   if (unlikely(diff)) locus_fatal("free()", "write after free to", p);
   if (unlikely(segment_of(p)->heap != h)) { vam_release_foreign(h, b, p); return; }
   vam_slot_push(h, b, p, marker);
@@ -1001,7 +1016,7 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
  * VAM_POISON_MAX bytes at most: whole words, the usable size being a multiple of 16) and
  * quarantined (the freeing thread's ring, also for another heap's object: vam_release_foreign
  * sends it on when it leaves). Everything else takes vam_free_secure_other. */
-static ALWAYS_INLINE void vam_secure_retire(desc_t *b, void *p, const char *call) {
+static ALWAYS_INLINE void vam_secure_retire(heap_t *h, desc_t *b, void *p, const char *call) {
   uintptr_t *w = p;
   if (unlikely((char *)p >= b->u.blk.bump)) vam_free_unbumped(b, p, p, call);
   if (unlikely(w[1] == free_marker(p))) locus_fatal(call, "double free", p);   /* listed or quarantined */
@@ -1012,15 +1027,15 @@ static ALWAYS_INLINE void vam_secure_retire(desc_t *b, void *p, const char *call
   _Static_assert(VAM_POISON_MAX == 32, "the fast path poisons up to four words");
   w[0] = vam_qmark(p);   /* usable sizes here: 16, 24, 32 ... */
   w[1] = free_marker(p);   /* as on the free list: the one double-free test */
-  if (n > 16) w[2] = POISON_WORD;
-  if (n > 24) w[3] = POISON_WORD;
+  *vam_poison_at(h, w, 2, n) = POISON_WORD;
+  *vam_poison_at(h, w, 3, n) = POISON_WORD;
 }
 
 static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
   uint32_t off = vam_run_offset(d, p);
   if (unlikely(!slot_multiple(off, d->aux) || off == 0)) { vam_free_secure_other(h, d, p, call); return; }
   desc_t *b = d - d->back;
-  vam_secure_retire(b, p, call);
+  vam_secure_retire(h, b, p, call);
   vam_quarantine_push(h, p, b);
 }
 
@@ -1060,7 +1075,7 @@ static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call
   if (!cfg_secure) return vam_foreign_keep(me, d, p, call);
   uint32_t off = (uint32_t)((char *)p - desc_start(d));
   if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !slot_multiple(off, d->aux) || off == 0) return false;
-  vam_secure_retire(d, p, call);
+  vam_secure_retire(me, d, p, call);
   vam_quarantine_push(me, p, d);
   return true;
 }
