@@ -53,7 +53,7 @@ static void design_heap_init(heap_t *h) {
 #if LOCUS_SECURE
   h->d.link_key = vam_mix(vam_secret ^ (uintptr_t)h);
   h->d.rng = vam_mix(h->d.link_key + 1);
-  h->d.poison_sink = POISON_WORD;
+  h->d.poison_sink[0] = h->d.poison_sink[1] = POISON_WORD;
 #endif
 }
 
@@ -919,18 +919,18 @@ static inline vam_quarantined_t *vam_quarantine_ring(heap_t *h) {
 #endif
 }
 
-/* Where word i (2 or 3) of a quarantined slot of the free fast path is poisoned, its usable
- * bytes being n (16, 24, 32 ...): the word itself if it is inside the object, else (a canary
- * word) the heap's poison sink. No branch: n is a coin toss under churn of mixed sizes, and a
- * branch on it mispredicted twice per free and twice per release. */
-static ALWAYS_INLINE uintptr_t *vam_poison_at(heap_t *h, uintptr_t *w, unsigned i, size_t n) {
+/* Where words 2-3 of a quarantined slot of the free fast path are poisoned, its usable bytes
+ * being n (16, 24, 32 ...): in place if the object has both (32 bytes or more), else in the
+ * heap's poison sink (a 16- or 24-byte object: one of them or both are canary). No branch: n
+ * is a coin toss under churn of mixed sizes, and a branch on it mispredicted. */
+static ALWAYS_INLINE uintptr_t *vam_poison_at(heap_t *h, uintptr_t *w, size_t n) {
 #if LOCUS_SECURE
-  uintptr_t inside = (uintptr_t)0 - (uintptr_t)(n > i * sizeof(uintptr_t));
+  uintptr_t inside = (uintptr_t)0 - (uintptr_t)(n >= 4 * sizeof(uintptr_t));
   __asm__("" : "+r"(inside));   /* opaque: keeps the selection arithmetic */
-  return (uintptr_t *)(((uintptr_t)&w[i] & inside) | ((uintptr_t)&h->d.poison_sink & ~inside));
+  return (uintptr_t *)(((uintptr_t)&w[2] & inside) | ((uintptr_t)h->d.poison_sink & ~inside));
 #else
   (void)h; (void)n;
-  return &w[i];
+  return &w[2];
 #endif
 }
 
@@ -952,7 +952,8 @@ static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p, desc_t *b) 
   uintptr_t *w = p, marker = free_marker(p);
   uintptr_t diff = (w[0] ^ vam_qmark(p)) | (w[1] ^ marker);
   size_t n = vam_usable(b);
-  diff |= (*vam_poison_at(h, w, 2, n) ^ POISON_WORD) | (*vam_poison_at(h, w, 3, n) ^ POISON_WORD);
+  const uintptr_t *poison = vam_poison_at(h, w, n);
+  diff |= (poison[0] ^ POISON_WORD) | (poison[1] ^ POISON_WORD);
   if (unlikely(diff)) locus_fatal("free()", "write after free to", p);
   if (unlikely(segment_of(p)->heap != h)) { vam_release_foreign(h, b, p); return; }
   vam_slot_push(h, b, p, marker);
@@ -1027,8 +1028,8 @@ static ALWAYS_INLINE void vam_secure_retire(heap_t *h, desc_t *b, void *p, const
   _Static_assert(VAM_POISON_MAX == 32, "the fast path poisons up to four words");
   w[0] = vam_qmark(p);   /* usable sizes here: 16, 24, 32 ... */
   w[1] = free_marker(p);   /* as on the free list: the one double-free test */
-  *vam_poison_at(h, w, 2, n) = POISON_WORD;
-  *vam_poison_at(h, w, 3, n) = POISON_WORD;
+  uintptr_t *poison = vam_poison_at(h, w, n);
+  poison[0] = poison[1] = POISON_WORD;
 }
 
 static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {

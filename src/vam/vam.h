@@ -182,7 +182,7 @@ typedef struct design_heap {
   uint64_t coins;                /* random bits not yet used, above a sentinel bit (vam_coin) */
   vam_quarantined_t quarantine[VAM_QUARANTINE];   /* freed objects not yet reusable, a ring */
   unsigned qnext;                /* the ring's oldest entry, replaced by the next free */
-  uintptr_t poison_sink;         /* holds POISON_WORD: where the poison outside an object goes */
+  uintptr_t poison_sink[2];      /* holds POISON_WORD: where the poison outside an object goes */
 #endif
 #if LOCUS_VAM_SITES
   /* vam-sites: call sites by return address, direct-mapped. A site's allocations are counted
