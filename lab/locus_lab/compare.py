@@ -354,6 +354,11 @@ def _program_run(step, module, kind: str, c, rep: int, reps: int, cmd: list, env
                lambda: runner.run_once(cmd, env, None, timeout, capture_stdout=True))
     data = res.to_json()
     parsed = module.parse_output(data.pop("stdout", ""))
+    # A program may report its own VmHWM at exit: a run of a few milliseconds can end before
+    # the sampler sees it (then the sampled peak is 0).
+    hwm = parsed.pop("vmhwm_kib", None)
+    if isinstance(hwm, int) and hwm > data["maxrss_kib"]:
+        data["maxrss_kib"] = hwm
     return {"kind": kind, **asdict(c), "rep": rep, **data, **parsed,
             "status": module.run_status(data, parsed)}
 
