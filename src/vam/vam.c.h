@@ -165,17 +165,12 @@ static inline void *vam_link_load(const heap_t *h, const void *at) {
  * so one canary read out gives the secret either way). */
 static inline uintptr_t vam_canary(const void *at) { return (uintptr_t)at ^ vam_secret; }
 
-/* Whether the canary word at gap is intact. */
-static inline bool vam_canary_ok(const char *gap) {
-  const uintptr_t *w = (const uintptr_t *)gap;
-  return *w == vam_canary(w);
-}
-
-/* The canaries on both sides of the object in slot (never slot 0: see vam.h): the one after
- * it catches an overflow of it, the one before it (its neighbour's) an underflow of it or an
- * overflow of the neighbour. */
-static void vam_canaries_check(const desc_t *b, const char *slot, const void *p, const char *call) {
-  if (!vam_canary_ok(slot + vam_usable(b)) || !vam_canary_ok(slot - sizeof(uintptr_t)))
+/* The canaries on both sides of the object p of block b (never slot 0: see vam.h): the word
+ * after it catches an overflow of it, the word before it (its neighbour's) an underflow of it
+ * or an overflow of the neighbour. One branch for both: the free fast path's test. */
+static ALWAYS_INLINE void vam_canaries_check(const desc_t *b, const void *p, const char *call) {
+  const uintptr_t *after = (const uintptr_t *)((const char *)p + vam_usable(b)), *before = (const uintptr_t *)p - 1;
+  if (unlikely((*after ^ vam_canary(after)) | (*before ^ vam_canary(before))))
     locus_fatal(call, "heap overflow or underflow (canary overwritten) next to", p);
 }
 
@@ -218,6 +213,17 @@ static void vam_block_skip_first(desc_t *b) {
   b->u.blk.bump = start + b->obj_size;
 }
 
+/* Puts slot p on block b's free list, marked free (marker: free_marker(p)); returns the list's
+ * previous head. */
+static ALWAYS_INLINE void *vam_slot_list(const heap_t *h, desc_t *b, void *p, uintptr_t marker) {
+  uintptr_t *w = p;
+  void *head = b->u.blk.free;
+  w[1] = marker;
+  b->u.blk.free = p;   /* between the two words' stores: kept as two plain stores */
+  w[0] = vam_link_encode(h, p, head);
+  return head;
+}
+
 /* The next object of block b from its bump pointer (below its end). The secure build takes
  * the slots two at a time, writing their canaries (so every slot below the bump pointer has
  * one): a coin toss picks which of the two is handed out, the other goes onto the block's free
@@ -237,11 +243,8 @@ static ALWAYS_INLINE char *vam_carve(heap_t *h, desc_t *b) {
     if (q < b->u.blk.end) {
       vam_canary_set(b, q);
       size_t pick = vam_coin(h) * size;
-      char *other = q - pick;   /* listed as a free slot is */
-      uintptr_t *w = (uintptr_t *)other;
-      w[1] = free_marker(other);
-      w[0] = vam_link_encode(h, other, b->u.blk.free);
-      b->u.blk.free = other;
+      char *other = q - pick;
+      vam_slot_list(h, b, other, free_marker(other));
       p += pick;
       b->u.blk.bump = q + size;
       return p;
@@ -345,6 +348,19 @@ static inline bool vam_block_full(const desc_t *b) {
   return cfg_block_bitmap ? (b->flags & FLAG_FULL) != 0 : !vam_has_room(b);
 }
 
+/* Takes p, the head of block b's free list, off it (not vam-bitmap). */
+static ALWAYS_INLINE void vam_list_pop(heap_t *h, desc_t *b, unsigned cls, char *p, bool zero) {
+  void *next = vam_link_load(h, p);
+  if (cfg_secure && b->kind != KIND_VAM_FOREIGN) vam_link_check(b, next, p);   /* (foreign: many blocks) */
+  b->u.blk.free = next;
+  /* Retire when the list ran out (the secure build: and the bump range too, which it serves
+   * after the list), without a branch: under churn of mixed sizes it goes either way about
+   * half the time (cachegrind: half of these branches mispredicted; the store is
+   * unconditional, 16% off threads1 and 12% off a mixed-size server loop). */
+  h->d.avail[cls] = pick((next == NULL) & (!cfg_secure || b->u.blk.bump >= b->u.blk.end), b->next, b);
+  if (zero) memset(p, 0, cfg_secure ? vam_usable(b) : b->obj_size);
+}
+
 /* An object from block b (the head of class cls's list), or NULL if b has no room: reap order,
  * i.e. bump to the block's end first, then the block's free list (vam-bitmap: the bitmap
  * search; the secure build: the list first, which holds the slot vam_carve did not pick). */
@@ -354,26 +370,14 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
     if (b == &h->d.none || !(p = vam_bitmap_take(h, b))) return NULL;
     if (zero) memset(p, 0, b->obj_size);
   } else if (cfg_secure && (p = b->u.blk.free) != NULL) {
-    void *next = vam_link_load(h, p);
-    if (b->kind != KIND_VAM_FOREIGN) vam_link_check(b, next, p);   /* (foreign: many blocks) */
-    b->u.blk.free = next;
-    h->d.avail[cls] = pick((next == NULL) & (b->u.blk.bump >= b->u.blk.end), b->next, b);   /* (retire) */
-    if (zero) memset(p, 0, vam_usable(b));
+    vam_list_pop(h, b, cls, p, zero);
   } else if (likely(b->u.blk.bump < b->u.blk.end)) {
     if (!b->u.blk.bump) __builtin_unreachable();   /* below a block's end: a real address (no NULL test) */
     p = vam_carve(h, b);
     if (unlikely(b->u.blk.bump >= b->u.blk.end) && !b->u.blk.free) vam_block_retire(h, b, cls);
     if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, cfg_secure ? vam_usable(b) : b->obj_size);
   } else if (likely((p = b->u.blk.free) != NULL)) {
-    void *next = vam_link_load(h, p);
-    if (cfg_secure && b->kind != KIND_VAM_FOREIGN) vam_link_check(b, next, p);   /* (foreign: many blocks) */
-    b->u.blk.free = next;
-    /* Retire when the list ran out, without a branch: under churn of mixed sizes it goes
-     * either way about half the time (cachegrind: half of these branches mispredicted; the
-     * store is unconditional, 16% off threads1 and 12% off a mixed-size server loop). */
-    if (cfg_block_bitmap) { if (!next) vam_block_retire(h, b, cls); }
-    else h->d.avail[cls] = pick(!next, b->next, b);
-    if (zero) memset(p, 0, cfg_secure ? vam_usable(b) : b->obj_size);
+    vam_list_pop(h, b, cls, p, zero);
   } else {
     return NULL;
   }
@@ -829,11 +833,7 @@ static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const cha
 
 /* Slot p (checked) goes onto its block's list. */
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
-  uintptr_t *w = p;
-  void *head = b->u.blk.free;
-  w[1] = marker;
-  b->u.blk.free = p;   /* between the two words' stores: kept as two plain stores */
-  w[0] = vam_link_encode(h, p, head);
+  void *head = vam_slot_list(h, b, p, marker);
   unsigned cls = b->cls;
   h->d.frees[cls]++;
   /* A full block moves to the front of its class's list. (Written without a branch, like the
@@ -936,8 +936,8 @@ static ALWAYS_INLINE uintptr_t *vam_poison_at(heap_t *h, uintptr_t *w, size_t n)
 
 /* An object leaves the quarantine: its mark and poison must be intact (else it was written
  * after it was freed), then it is freed for reuse. A slot of the free fast path's blocks
- * (block b) goes the flagship's fast way (its poison is min(usable, VAM_POISON_MAX) bytes, a
- * multiple of 16); anything else (b NULL) the flagship's free. */
+ * (block b) goes the flagship's fast way (its mark, marker and words 2-3: vam_poison_at);
+ * anything else (b NULL) the flagship's free (its first min(usable, VAM_POISON_MAX) bytes). */
 static NOINLINE void vam_release_foreign(heap_t *h, desc_t *b, void *p);
 static NOINLINE void vam_quarantine_release_other(heap_t *h, void *p) {
   uintptr_t *w = p;
@@ -992,7 +992,7 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
     if (vam_slot_index(b, p, call) == 0) locus_fatal(call, "invalid pointer", p);
     if ((char *)p >= b->u.blk.bump) vam_free_unbumped(b, p, p, call);   /* (no canary there yet) */
     if (*(uintptr_t *)p == vam_qmark(p) || vam_slot_listed(h, b, p)) locus_fatal(call, "double free", p);
-    vam_canaries_check(b, p, p, call);
+    vam_canaries_check(b, p, call);
   } else if (b->kind == KIND_VAM_LARGE) {
     bool alias;
     chunk_t *c = chunk_of(b, p, call, &alias);
@@ -1013,18 +1013,15 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
  * whose slots hold a link and a marker word): the slot must be handed out (below the block's
  * bump pointer, not slot 0), not free (marker) nor quarantined (mark), with the canary words next to
  * it intact (the one after it, and its lower neighbour's last, just before it: a 1-byte
- * overflow or underflow changes one of them); then it is marked, poisoned (its first
- * VAM_POISON_MAX bytes at most: whole words, the usable size being a multiple of 16) and
- * quarantined (the freeing thread's ring, also for another heap's object: vam_release_foreign
+ * overflow or underflow changes one of them); then it is marked (word 0, word 1 the free
+ * marker), poisoned (words 2-3 where the object has them: vam_poison_at) and quarantined (the freeing thread's ring, also for another heap's object: vam_release_foreign
  * sends it on when it leaves). Everything else takes vam_free_secure_other. */
 static ALWAYS_INLINE void vam_secure_retire(heap_t *h, desc_t *b, void *p, const char *call) {
   uintptr_t *w = p;
   if (unlikely((char *)p >= b->u.blk.bump)) vam_free_unbumped(b, p, p, call);
   if (unlikely(w[1] == free_marker(p))) locus_fatal(call, "double free", p);   /* listed or quarantined */
+  vam_canaries_check(b, p, call);
   size_t n = vam_usable(b);
-  const uintptr_t *after = (const uintptr_t *)((char *)p + n), *before = w - 1;
-  if (unlikely((*after ^ vam_canary(after)) | (*before ^ vam_canary(before))))
-    locus_fatal(call, "heap overflow or underflow (canary overwritten) next to", p);
   _Static_assert(VAM_POISON_MAX == 32, "the fast path poisons up to four words");
   w[0] = vam_qmark(p);   /* usable sizes here: 16, 24, 32 ... */
   w[1] = free_marker(p);   /* as on the free list: the one double-free test */

@@ -117,8 +117,9 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  *    (the other is listed, and the secure build serves a block's list before its bump range,
  *    so it comes next): no constant distance between consecutive objects (vam_carve);
  *  - a freed block object or large chunk waits in a ring of VAM_QUARANTINE before it is
- *    reusable, marked (word 0; a slot's word 1 holds the free marker) and poisoned; leaving
- *    the ring, the poison is verified. An object of another heap waits in the freeing
+ *    reusable, marked (word 0; a slot's word 1 holds the free marker) and poisoned (a slot's
+ *    words 2-3 if it has them, a chunk's first VAM_POISON_MAX bytes); leaving the ring, the
+ *    poison is verified. An object of another heap waits in the freeing
  *    thread's ring, then goes to its foreign-object cache or home;
  *  - no 8-byte class: every slot holds a link and a marker word.
  * Invariants added: every slot of a block below its bump pointer holds vam_canary(address) in
