@@ -3,7 +3,8 @@
  * Without LOCUS_SITES the program checks that nothing is recorded, then runs itself again with
  * LOCUS_SITES=1, where it checks:
  *   apart     two call sites allocating the same size are two records with their own counts
- *   wrapper   strdup (a libc wrapper) is attributed to the function that called it
+ *   wrapper   strdup (a libc wrapper) is attributed to the function that called it, even when
+ *             the stack below holds stale return addresses of another site (decoys)
  *   aligned   aligned_alloc (through the library's own memalign) is attributed to its caller
  *   calls     calloc and realloc are counted like malloc
  *   thread    a thread's sites stay in the JSON after the thread has exited
@@ -30,6 +31,21 @@ SITE(sites_test_aligned, aligned_alloc(64, n))
 SITE(sites_test_thread, malloc(n))
 SITE(sites_test_calloc, calloc(1, n))
 SITE(sites_test_realloc, realloc(NULL, n))
+
+/* Decoys: the return address of a call in sites_test_decoy (a plausible site: a word just
+ * after a call instruction, in the program's code), written over the stack that strdup and
+ * the allocator are about to use. A walk that picks up stale words names sites_test_decoy. */
+static uintptr_t decoy_ra;
+__attribute__((noinline)) static void record_ra(void) { decoy_ra = (uintptr_t)__builtin_return_address(0); }
+__attribute__((noinline)) void sites_test_decoy(void) {
+  record_ra();
+  __asm__ volatile("");
+}
+__attribute__((noinline)) static void fill_stack_with_decoys(void) {
+  volatile uintptr_t words[2048];
+  for (size_t i = 0; i < 2048; i++) words[i] = decoy_ra;
+  __asm__ volatile("" : : "r"(words) : "memory");
+}
 
 __attribute__((noinline)) char *sites_test_dup(const char *s) {
   char *p = strdup(s);
@@ -73,7 +89,11 @@ static int run_counted(void) {
   memset(s, 'x', 69);
   s[69] = 0;
   char *d[300];
-  for (int i = 0; i < 300; i++) d[i] = sites_test_dup(s);
+  sites_test_decoy();
+  for (int i = 0; i < 300; i++) {
+    fill_stack_with_decoys();
+    d[i] = sites_test_dup(s);
+  }
   void *al[100];
   for (int i = 0; i < 100; i++) al[i] = sites_test_aligned(64);
   void *c[50], *r[60];
@@ -98,6 +118,7 @@ static int run_counted(void) {
   /* wrapper, aligned, thread */
   CHECK(field(json, "sites_test_dup", "calls") == 300);
   CHECK(field(json, "sites_test_dup", "bytes") == 300 * 70);
+  CHECKF(!strstr(json, "\"symbol\": \"sites_test_decoy\""), "a stale word was taken for a site: %s", json);
   CHECK(field(json, "sites_test_aligned", "calls") == 100);
   CHECK(field(json, "sites_test_aligned", "bytes") == 100 * 64);
   CHECK(field(json, "sites_test_thread", "calls") == 200);

@@ -3,12 +3,13 @@
  *
  * The context id is the return address of the call into the allocator. When that address lies
  * in a "wrapper" (libc: strdup, fopen...; libstdc++: std::string...; this library itself:
- * realloc's out-of-line path, aligned_alloc -> memalign), the site is the first word above the
- * walk's frame on the stack that is a return address into other code: an address inside a known
- * executable mapping, just after a call instruction. The mappings are read once from
- * /proc/self/maps at start-up (no loader lock, no allocation); code loaded later by dlopen is not
- * known, so its sites are used as they are and never found by the walk. The walk reads at most
- * SITES_WALK_WORDS words above its own frame.
+ * realloc's out-of-line path, aligned_alloc -> memalign), the site is the first return address
+ * up the stack outside the wrappers, found by unwinding frame by frame from the modules'
+ * call-frame information (unwind.h). Where a frame cannot be followed the site is the wrapper's
+ * own return address: calls from two places merged under their wrapper, never one caller's calls
+ * given to another. The mappings are read once from /proc/self/maps at start-up (no loader
+ * lock, no allocation); code loaded later by dlopen is not known, so its sites are used as
+ * they are.
  *
  * The table: SITES_SLOTS entries mapped from the OS per heap at its first recorded call (never
  * malloc), open addressing with linear probing, filled to at most SITES_MAX; calls from sites
@@ -23,9 +24,8 @@
 
 #include <dlfcn.h>
 
-#define SITES_MAX_RANGES   128
-#define SITES_MAX_WRAPPERS 8
-#define SITES_WALK_WORDS   48
+#include "unwind.h"
+
 #define SITES_SHIFT        12
 #define SITES_SLOTS        (1u << SITES_SHIFT)
 #define SITES_MAX          (SITES_SLOTS / 4 * 3)
@@ -46,11 +46,6 @@ struct sites_table {
   site_t slot[SITES_SLOTS];
 };
 
-typedef struct sites_range { uintptr_t start, end; } sites_range_t;
-static sites_range_t sites_text[SITES_MAX_RANGES];      /* executable mappings at start-up */
-static unsigned sites_ntext;
-static sites_range_t sites_wrap[SITES_MAX_WRAPPERS];    /* the wrappers' executable mappings */
-static unsigned sites_nwrap;
 static uintptr_t sites_wrap_lo, sites_wrap_span;        /* the span of all of them: the fast test */
 static bool sites_maps_read;
 /* The allocation path's one test: true until start-up has read the options (so that the first
@@ -58,7 +53,7 @@ static bool sites_maps_read;
 static bool sites_check = true;
 static _Atomic uint64_t sites_unmapped;                 /* calls lost: no table could be mapped */
 
-static NOINLINE uintptr_t sites_walk(uintptr_t ra, bool *found);
+static NOINLINE uintptr_t sites_walk(uintptr_t ra);
 
 /* ---- the context id ------------------------------------------------------------------------ */
 
@@ -79,24 +74,36 @@ static bool sites_is_wrapper_path(const char *path) {
          !strncmp(base, "libstdc++.so", 12) || !strncmp(base, "libgcc_s.so", 11);
 }
 
+/* The file of the last mapping with offset 0: where a later executable mapping of the same
+ * file finds its ELF headers (the lines of one file are consecutive). */
+static struct { uintptr_t start, end; char path[256]; } sites_file;
+
 /* One line of /proc/self/maps: "start-end perms offset dev inode   path". */
 static void sites_maps_line(char *line) {
   char *s = line;
   uintptr_t start = sites_parse_hex(&s);
   if (*s++ != '-') return;
   uintptr_t end = sites_parse_hex(&s);
-  if (*s++ != ' ' || s[2] != 'x') return;
+  if (*s++ != ' ') return;
+  bool exec = s[2] == 'x';
+  s += 5;
+  uintptr_t offset = sites_parse_hex(&s);
   char *path = strchr(s, '/');
+  if (path && offset == 0 && strlen(path) < sizeof sites_file.path) {
+    sites_file.start = start;
+    sites_file.end = end;
+    strcpy(sites_file.path, path);
+  }
+  if (!exec) return;
   uintptr_t self = (uintptr_t)&sites_walk;
   bool wrapper = (path && sites_is_wrapper_path(path)) || (self >= start && self < end);
   if (wrapper) {
-    if (sites_nwrap < SITES_MAX_WRAPPERS) sites_wrap[sites_nwrap++] = (sites_range_t){ start, end };
+    bool same_file = path && !strcmp(path, sites_file.path);
+    unwind_module_add(start, end, same_file ? sites_file.start : 0, same_file ? sites_file.end - sites_file.start : 0);
     uintptr_t lo = sites_wrap_span && sites_wrap_lo < start ? sites_wrap_lo : start;
     uintptr_t hi = sites_wrap_span && sites_wrap_lo + sites_wrap_span > end ? sites_wrap_lo + sites_wrap_span : end;
     sites_wrap_lo = lo;
     sites_wrap_span = hi - lo;
-  } else if (sites_ntext < SITES_MAX_RANGES) {
-    sites_text[sites_ntext++] = (sites_range_t){ start, end };
   }
 }
 
@@ -129,49 +136,18 @@ static void sites_read_maps(void) {
 /* Whether a may lie in a wrapper: the fast test (one compare against the span). */
 static ALWAYS_INLINE bool sites_maybe_wrapper(uintptr_t a) { return a - sites_wrap_lo < sites_wrap_span; }
 
-static bool sites_in_wrapper(uintptr_t a) {
-  for (unsigned i = 0; i < sites_nwrap; i++)
-    if (a - sites_wrap[i].start < sites_wrap[i].end - sites_wrap[i].start) return true;
-  return false;
-}
+static bool sites_in_wrapper(uintptr_t a) { return unwind_module_of(a) != NULL; }
 
-/* Whether a is a return address into known code other than the wrappers: inside a mapping, and
- * the bytes before it end in a call (e8 rel32; ff /2 as register, [register], disp8, disp32 or
- * rip-relative forms). */
-static bool sites_is_site(uintptr_t a) {
-  bool known = false;
-  for (unsigned i = 0; i < sites_ntext && !known; i++)
-    known = a >= sites_text[i].start + 8 && a < sites_text[i].end;
-  if (!known) return false;
-  const uint8_t *c = (const uint8_t *)a;
-  if (c[-5] == 0xE8) return true;
-  if (c[-2] == 0xFF && (c[-1] & 0x38) == 0x10 && (c[-1] >> 6 == 3 || (c[-1] >> 6 == 0 && (c[-1] & 7) != 4 && (c[-1] & 7) != 5))) return true;
-  if (c[-3] == 0xFF && (c[-2] & 0x38) == 0x10 && c[-2] >> 6 == 1) return true;
-  if (c[-6] == 0xFF && (c[-5] & 0x38) == 0x10 && (c[-5] >> 6 == 2 || (c[-5] & 0xC7) == 0x05)) return true;
-  return false;
-}
-
-/* The first return address into known code other than the wrappers in the words above sp, the
- * frame of the (out-of-line) caller; 0 when there is none. */
-static ALWAYS_INLINE uintptr_t sites_walk_from(const uintptr_t *sp) {
-  for (unsigned i = 1; i < SITES_WALK_WORDS; i++) {
-    uintptr_t w = __atomic_load_n(&sp[i], __ATOMIC_RELAXED);
-    if (sites_is_site(w)) return w;
-  }
-  return 0;
-}
-
-/* The site of a call that came through a wrapper (see above); ra, *found false, when none is. */
-static NOINLINE uintptr_t sites_walk(uintptr_t ra, bool *found) {
-  uintptr_t w = sites_walk_from((const uintptr_t *)__builtin_frame_address(0));
-  *found = w != 0;
-  return w ? w : ra;
+/* The site of a call that came through a wrapper (see above): the first return address up the
+ * stack outside the wrappers, or ra when the walk cannot say. */
+static NOINLINE uintptr_t sites_walk(uintptr_t ra) {
+  uintptr_t site = unwind_first_outside();
+  return site ? site : ra;
 }
 
 /* The context id of a call whose return address is ra. */
 static uintptr_t sites_context(uintptr_t ra) {
-  bool found;
-  return sites_maybe_wrapper(ra) && sites_in_wrapper(ra) ? sites_walk(ra, &found) : ra;
+  return sites_maybe_wrapper(ra) && sites_in_wrapper(ra) ? sites_walk(ra) : ra;
 }
 
 /* ---- the table ------------------------------------------------------------------------------ */

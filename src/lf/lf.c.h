@@ -7,14 +7,14 @@ static size_t lf_block_pages;          /* pages per block */
 
 /* ---- call sites (lf only) --------------------------------------------------------------------
  * The context id is sites.h's: the return address of the call into the allocator, or for a call
- * through a wrapper (libc, libstdc++, this library) the first return address above it into other
- * code. The mappings are read at start-up (design_global_init). */
+ * through a wrapper (libc, libstdc++, this library) the first return address up the stack
+ * outside the wrappers (unwind.h). The mappings are read at start-up (design_global_init). */
 
-/* The site of a call that came through a wrapper; counted in wrapper_walks and walks_failed.
- * Its own frame, like sites_walk's: the walk starts above it. */
+/* The site of a call that came through a wrapper; counted in wrapper_walks and walks_failed
+ * (a frame the unwinder cannot follow: the wrapper's own return address is the site). */
 static NOINLINE uintptr_t lf_walk(heap_t *h, uintptr_t ra) {
   h->d.lf.wrapper_walks++;
-  uintptr_t w = sites_walk_from((const uintptr_t *)__builtin_frame_address(0));
+  uintptr_t w = unwind_first_outside();
   if (w) return w;
   h->d.lf.walks_failed++;
   return ra;
