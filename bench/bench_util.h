@@ -280,6 +280,18 @@ static inline uint64_t bench_sized_fill(void *p, size_t size, uint64_t serial) {
   return tag;
 }
 
+/* A call site: a function of its own, never inlined and never folded with an identical one
+ * (GCC's identical-code folding at -O2 would merge two sites of one size into one). */
+#define BENCH_SITE static __attribute__((noinline, no_icf))
+
+/* A new object of `size` bytes, stamped by bench_sized_fill. Inlined, so a function calling it is
+ * a call site of its own (its own call instruction to malloc). */
+static inline void *bench_sized_new(size_t size, uint64_t serial) {
+  void *p = bench_malloc(size);
+  bench_sized_fill(p, size, serial);
+  return p;
+}
+
 /* Checks an object stamped by bench_sized_fill and frees it; returns its tag. */
 static inline uint64_t bench_sized_check_free(void *p, const char *what, uint64_t index) {
   uint64_t tag;

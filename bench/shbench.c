@@ -35,35 +35,11 @@ enum {
 };
 
 /* The call sites: each a function of its own, so that the return address differs. */
-static __attribute__((noinline)) void *make_node(uint64_t serial) {
-  void *p = bench_malloc(70);
-  bench_sized_fill(p, 70, serial);
-  return p;
-}
-
-static __attribute__((noinline)) void *make_record(uint64_t serial) {
-  void *p = bench_malloc(100);
-  bench_sized_fill(p, 100, serial);
-  return p;
-}
-
-static __attribute__((noinline)) void *make_key(uint64_t serial) {
-  void *p = bench_malloc(100);
-  bench_sized_fill(p, 100, serial);
-  return p;
-}
-
-static __attribute__((noinline)) void *make_buffer(uint64_t serial) {
-  void *p = bench_malloc(150);
-  bench_sized_fill(p, 150, serial);
-  return p;
-}
-
-static __attribute__((noinline)) void *make_misc(uint64_t serial, size_t size) {
-  void *p = bench_malloc(size);
-  bench_sized_fill(p, size, serial);
-  return p;
-}
+BENCH_SITE void *make_node(uint64_t serial) { return bench_sized_new(70, serial); }
+BENCH_SITE void *make_record(uint64_t serial) { return bench_sized_new(100, serial); }
+BENCH_SITE void *make_key(uint64_t serial) { return bench_sized_new(100, serial); }
+BENCH_SITE void *make_buffer(uint64_t serial) { return bench_sized_new(150, serial); }
+BENCH_SITE void *make_misc(uint64_t serial, size_t size) { return bench_sized_new(size, serial); }
 
 /* A new object from a call site chosen with the weights above. */
 static void *make(bench_rng *r, uint64_t serial) {

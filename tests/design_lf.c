@@ -6,8 +6,10 @@
  *   pow2_only    pow2: one site allocating one size a thousand times stays on the standard bin
  *   threshold    lf: a (site, size) pair is served by the standard bin for its first THRESHOLD
  *                allocations and by a custom bin of exactly its size (rounded to 16) after
- *   own_pages    lf: a custom bin's objects share pages only with the same site's objects of
- *                that size (never with another site's, nor with standard-bin objects)
+ *   shared_bins  lf: a custom bin is its size's, shared by every site decided for that size:
+ *                two sites of one size fill one bin (one bin made, one shared) and a slot
+ *                freed by one site's object is reused by the other's; a custom bin's pages
+ *                never hold objects of another size nor standard-bin objects
  *   opt          lf: a site that crossed the threshold gets a custom bin for a new size at once
  *                (LOCUS_LF_OPT=0: only after the threshold again)
  *   apart        lf: two sites allocating one size are counted apart
@@ -18,7 +20,7 @@
  *   bounds       lf: 100,000 distinct call sites (one function made of 100,000 calls to malloc
  *                by the assembler's .rept, see lf_many_sites below): the site table stops at its
  *                bound and says so (table_full), allocation goes on; with a threshold of at most
- *                3, the custom bins stop at theirs (bins_refused)
+ *                3, thousands of pairs of one size are decided and share one custom bin
  */
 #include "check.h"
 
@@ -152,38 +154,49 @@ static void t_threshold(void) {
   CHECK(locus_check_heap_if_any() == 0);
 }
 
-typedef struct tagged { uintptr_t page; int site; } tagged_t;
+typedef struct tagged { uintptr_t page; int bin; } tagged_t;
 
 static int cmp_tagged(const void *x, const void *y) {
   const tagged_t *a = x, *b = y;
   return a->page < b->page ? -1 : a->page > b->page;
 }
 
-static void t_own_pages(void) {
+static void t_shared_bins(void) {
   if (!is_lf) return;
   enum { EACH = 600 };
   size_t n = threshold + EACH;
   void **a = calloc(n, sizeof *a), **b = calloc(n, sizeof *b), **c = calloc(n, sizeof *c);
+  unsigned long created = lf_stat("bins_created"), shared = lf_stat("bins_shared");
   run_site(site_a, 70, a, n, threshold, 128, 80);
   run_site(site_b, 70, b, n, threshold, 128, 80);
   run_site(site_c, 100, c, n, threshold, 128, 112);
+  /* Sites a and b share one 80-B bin, whoever made it; c has the 112-B bin. */
+  CHECK_GE(lf_stat("bins_shared") - shared, 1ul);
+  CHECK_LE(lf_stat("bins_created") - created, 2ul);
   void *d[EACH];                                      /* standard 128-B objects of one more site */
   for (int i = 0; i < EACH; i++) d[i] = site_d(128);
-  /* Tag the page of every object of a custom bin (and of d's) with its site; no page may carry
-   * two tags. Objects are at most 112 B, so an object's first byte names its block's page. */
+  /* Tag the page of every object with its bin (80 B, 112 B or a standard bin); no page may
+   * carry two tags. Objects are at most 128 B, so an object's first byte names its block's page. */
   tagged_t *t = calloc(4 * n, sizeof *t);
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {        /* the first `threshold` of each: the standard bin */
-    t[k++] = (tagged_t){ (uintptr_t)a[i] / page, i < threshold ? 4 : 1 };
-    t[k++] = (tagged_t){ (uintptr_t)b[i] / page, i < threshold ? 4 : 2 };
-    t[k++] = (tagged_t){ (uintptr_t)c[i] / page, i < threshold ? 4 : 3 };
+    t[k++] = (tagged_t){ (uintptr_t)a[i] / page, i < threshold ? 128 : 80 };
+    t[k++] = (tagged_t){ (uintptr_t)b[i] / page, i < threshold ? 128 : 80 };
+    t[k++] = (tagged_t){ (uintptr_t)c[i] / page, i < threshold ? 128 : 112 };
   }
-  for (int i = 0; i < EACH; i++) t[k++] = (tagged_t){ (uintptr_t)d[i] / page, 4 };
+  for (int i = 0; i < EACH; i++) t[k++] = (tagged_t){ (uintptr_t)d[i] / page, 128 };
   qsort(t, k, sizeof *t, cmp_tagged);
   for (size_t i = 1; i < k; i++)
-    CHECKF(t[i].page != t[i - 1].page || t[i].site == t[i - 1].site, "page %#lx holds objects of sites %d and %d",
-           (unsigned long)t[i].page * page, t[i - 1].site, t[i].site);
-  free_all(a, n);
+    CHECKF(t[i].page != t[i - 1].page || t[i].bin == t[i - 1].bin, "page %#lx holds objects of bins %d and %d",
+           (unsigned long)t[i].page * page, t[i - 1].bin, t[i].bin);
+  /* A slot freed by site a's object is reused by site b's next one (same bin). */
+  void *freed = a[n - 1];
+  free(freed);
+  a[n - 1] = NULL;
+  void *again = site_b(70);
+  CHECKF(again == freed, "site b's object at %p, not in the slot %p site a freed", again, freed);
+  free(again);
+  free_all(a, n - 1);
   free_all(b, n);
   free_all(c, n);
   for (int i = 0; i < EACH; i++) free(d[i]);
@@ -275,15 +288,19 @@ static void t_bounds(void) {
   CHECK_GT(full, 0ul);
   free_all(v, MANY_SITES);
   if (threshold <= 3) {
-    /* Enough rounds for every recorded site to cross the threshold: the bins run out. */
+    /* Enough rounds for every recorded site to cross the threshold: thousands of decided
+     * pairs of one size, and one bin for them all (bins are the size's, not the site's). */
+    unsigned long before = lf_stat("custom_bins"), shared = lf_stat("bins_shared");
     for (unsigned long r = 0; r < threshold + 1; r++) {
       lf_many_sites(v, 48);
       free_all(v, MANY_SITES);
     }
     unsigned long bins = lf_stat("custom_bins"), max = lf_stat("custom_bins_max");
-    test_note("bounds: %lu custom bins (bound %lu), %lu refused\n", bins, max, lf_stat("bins_refused"));
+    test_note("bounds: %lu custom bins (bound %lu), %lu pairs joined a bin\n", bins, max,
+              lf_stat("bins_shared") - shared);
     CHECK_LE(bins, max);
-    CHECK_GT(lf_stat("bins_refused"), 0ul);
+    CHECK_LE(bins, before + 1);
+    CHECK_GT(lf_stat("bins_shared") - shared, 1000ul);
   }
   void *p = site_a(48);                                /* allocation goes on */
   CHECK(p != NULL);
@@ -327,7 +344,7 @@ int main(int argc, char **argv) {
     {"classes", t_classes},
     {"pow2_only", t_pow2_only},
     {"threshold", t_threshold},
-    {"own_pages", t_own_pages},
+    {"shared_bins", t_shared_bins},
     {"opt", t_opt},
     {"apart", t_apart},
     {"wrappers", t_wrappers},

@@ -163,6 +163,8 @@ LF_BENCH = (
           "objects of its own size (24/72/100/150 B)"),
     Bench("sites", [], 1.0, "two call sites interleave 48-byte objects; only one site's (a "
           "list of 400k nodes) is walked, 40 times"),
+    Bench("twophase", [], 1.0, "1.5M objects of 70/100/150 B loaded from 3 call sites, then 6M "
+          "random replacements of the same sizes from 3 other sites"),
 )
 
 

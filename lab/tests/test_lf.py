@@ -18,7 +18,7 @@ from conftest import run_locus
 
 BUILD_DIR = os.environ.get("LOCUS_TEST_BUILD_DIR")
 BUILD = Path(BUILD_DIR) if BUILD_DIR else Path(__file__).resolve().parents[2] / "build"
-LF = ("shbench", "espresso", "larson", "threadtest", "sites")
+LF = ("shbench", "espresso", "larson", "threadtest", "sites", "twophase")
 
 
 def need_built(*names):

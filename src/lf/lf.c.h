@@ -47,21 +47,28 @@ static bool lf_insert(heap_t *h, lf_entry_t *e, uintptr_t ctx, uint32_t q) {
   return true;
 }
 
-/* The pair of e passed the threshold (or comes from an intense context): it gets a custom bin,
- * unless its exact size would fit no more objects in a block than its standard bin cls (64 B,
- * 1500 B: a bin of its own would only add a partly used block; counted in bins_unneeded) or the
- * heap has no bin left (bins_refused); either way its decision is final and counting stops.
- * Its context is intense from now on. Returns the bin to allocate from. */
+/* The pair of e passed the threshold (or comes from an intense context): its size gets a custom
+ * bin, shared by every context whose pair is decided for that size (bins_shared when it already
+ * had one), unless the exact size would fit no more objects in a block than its standard bin
+ * cls (64 B, 1500 B: a bin of its own would only add a partly used block; counted in
+ * bins_unneeded) or the heap has no bin left (bins_refused); either way its decision is final
+ * and counting stops. Its context is intense from now on. Returns the bin to allocate from. */
 static NOINLINE unsigned lf_decide(heap_t *h, lf_entry_t *e, unsigned cls) {
   uintptr_t ctx = e->ctx;
   size_t size = (size_t)(e->qsize ? e->qsize : 1) * QUANTUM, block = lf_block_pages << os_page_shift;
+  uint8_t *exact = &h->d.exact_bin[size / QUANTUM];
   e->bin = (uint16_t)cls;
   if (block / size <= block / h->d.bins[cls].size) {
     h->d.lf.bins_unneeded++;
+  } else if (*exact) {
+    e->bin = *exact;
+    h->d.lf.bins_shared++;
+    sites_flag(h, ctx, SITE_CUSTOM);
   } else if (h->d.nbins < LF_MAX_BINS) {
     unsigned b = h->d.nbins++;
     h->d.bins[b] = (lf_bin_t){ NULL, (uint32_t)size, (uint32_t)(((1ull << RECIP_SHIFT) + size - 1) / size) };
     e->bin = (uint16_t)b;
+    *exact = (uint8_t)b;
     h->d.lf.bins_created++;
     sites_flag(h, ctx, SITE_CUSTOM);   /* LOCUS_SITES: "custom yes" */
   } else {
@@ -131,6 +138,7 @@ static void design_heap_init(heap_t *h) {
   for (unsigned c = 0; c < LF_STD_CLASSES; c++)
     h->d.bins[c] = (lf_bin_t){ NULL, lf_classes.size[c], lf_classes.recip[c] };
   h->d.nbins = LF_STD_CLASSES;
+  memset(h->d.exact_bin, 0, sizeof h->d.exact_bin);
   h->d.table = cfg_lf ? os_map(LF_TABLE_SLOTS * sizeof(lf_entry_t)) : NULL;
   if (cfg_lf && !h->d.table) h->d.table = lf_no_table;
 }
@@ -421,6 +429,7 @@ static size_t design_check(heap_t *h) {
     size_t empty = 0;
     CHECK(h->d.bins[c].size % QUANTUM == 0 && h->d.bins[c].size <= LF_SMALL_MAX);
     CHECK(c >= LF_STD_CLASSES || h->d.bins[c].size == (QUANTUM << c));
+    CHECK(c < LF_STD_CLASSES || h->d.exact_bin[h->d.bins[c].size / QUANTUM] == c);   /* one bin per size */
     for (desc_t *b = h->d.bins[c].avail; b; b = b->next) {
       CHECK(b->kind == KIND_LF_BLOCK && b->cls == c && !(b->flags & FLAG_FULL));
       CHECK(!b->next || b->next->prev == b);

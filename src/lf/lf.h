@@ -10,7 +10,11 @@
  *                      address), a count per (context, size rounded to the quantum) in a bounded
  *                      per-heap hash table, and a custom bin of exactly that size for a pair seen
  *                      more than LOCUS_LF_THRESHOLD (100) times, when that size fits more
- *                      objects in a block than the standard bin (not for 64 B or 1500 B).
+ *                      objects in a block than the standard bin (not for 64 B or 1500 B). The
+ *                      bin is the size's, not the pair's: every context whose pair is decided
+ *                      for that size shares it, so a slot freed by one site's objects is reused
+ *                      by another's (bins private to a site left a program's first-phase blocks
+ *                      half empty when a second phase allocated the same sizes elsewhere).
  *                      LF-opt (LOCUS_LF_OPT, on): a context that once crossed the threshold is
  *                      intense, and a new size from it is decided at its first allocation.
  *
@@ -30,8 +34,9 @@
  *   next, prev        the bin's list of blocks with room; flags FLAG_CLEAN, FLAG_FULL
  *
  * Bins (design_heap_t.bins, per heap): 0 .. LF_STD_CLASSES-1 are the standard classes;
- * LF_STD_CLASSES .. nbins-1 are custom bins made by LF, one per (context, size) pair, never
- * removed (their empty blocks go back like any other). cls is 8 bits, so a heap has at most
+ * LF_STD_CLASSES .. nbins-1 are custom bins made by LF, one per exact size (in quanta) that some
+ * decided pair asked for (exact_bin maps the size to it), never removed (their empty blocks go
+ * back like any other). cls is 8 bits, so a heap has at most
  * LF_CUSTOM_MAX custom bins; a pair that crosses the threshold after that stays on the standard
  * bins and counts in bins_refused (one whose size would gain nothing, in bins_unneeded).
  *
@@ -89,7 +94,8 @@ typedef struct lf_entry {
 
 /* LF's own counters, per heap (owner only), summed by locus_lf_stats_json. */
 #define LF_COUNTERS(X) \
-  X(custom_blocks) X(bins_created) X(bins_refused) X(bins_unneeded) X(pairs) X(table_full) X(intense) \
+  X(custom_blocks) X(bins_created) X(bins_shared) X(bins_refused) X(bins_unneeded) X(pairs) X(table_full) \
+  X(intense) \
   X(wrapper_walks) X(walks_failed)
 
 typedef struct lf_counters {
@@ -103,6 +109,7 @@ typedef struct design_heap {
   lf_entry_t *table;    /* lf: the site table (lf_no_table: none yet, or none could be mapped) */
   uint32_t serial;      /* blocks made so far (salts the markers) */
   uint32_t nbins;       /* bins in use: standard + custom */
+  uint8_t exact_bin[LF_SMALL_MAX / QUANTUM + 1];   /* size in quanta -> its custom bin (0: none) */
   lf_counters_t lf;
 } design_heap_t;
 
