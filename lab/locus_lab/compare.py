@@ -1,4 +1,6 @@
-"""`locus compare`: a program (or the default suite) under every chosen allocator.
+"""`locus compare`: a program (or the default or lf suite) under every chosen allocator; and
+`locus report`, re-drawing a results folder. The regions and hints suites run in their own
+modules (regions.run_regions, hints.run_hints); what every command shares is in session.py.
 
 Order of work: (1) with --frag, one traced run per workload (tracer in summary mode, glibc
 underneath) for the peak live bytes the program requests; (2) the timed runs, repetitions
@@ -31,6 +33,7 @@ DEFAULT_BUDGET_MIN = 14     # the default suite with default repetitions stops a
 
 @dataclass
 class CompareOptions(session.RunOptions):
+    """`locus compare`'s options (the regions and hints suites read them too)."""
     workloads: str | None = None
     cache: bool = False
     frag: bool = True

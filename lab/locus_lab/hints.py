@@ -14,7 +14,8 @@ repetitions (medians), peak RSS, and one cachegrind run per configuration on a r
 (instructions, simulated D1 and LL misses).
 
 A results folder of this suite has "suite": "hints" in meta.json; runs are records of kind
-"hint" (timed) and "hint-cache" (cachegrind) in runs.jsonl; `locus report DIR` re-draws it.
+"hint" (timed) and "hint-cache" (cachegrind) in runs.jsonl; `locus report DIR` re-draws it
+(draw). The run itself is run_hints, at the end.
 """
 from __future__ import annotations
 

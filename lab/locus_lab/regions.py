@@ -13,7 +13,8 @@ The program prints its checksum (the same in every mode), the peak live bytes, t
 memory held and the held/live area ratio (the seed's drag); the lab adds time and peak RSS.
 
 A results folder of this suite has "suite": "regions" in meta.json; runs are records of kind
-"region" in runs.jsonl, and `locus report DIR` re-draws it like any other.
+"region" in runs.jsonl, and `locus report DIR` re-draws it like any other (draw). The run
+itself is run_regions, at the end.
 """
 from __future__ import annotations
 

@@ -43,6 +43,7 @@ PROFILE_PNG = "heap_profile.png"
 
 @dataclass
 class ReplayOptions(session.RunOptions):
+    """`locus replay`'s options: the traces (their process's files), and how to replay them."""
     traces: list = field(default_factory=list)
     instructions: bool = False
     ordered: bool = False

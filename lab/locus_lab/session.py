@@ -140,6 +140,7 @@ def open_results(out: Path, meta: dict) -> results.ResultsWriter:
 
 
 def machine_info() -> dict:
+    """The machine a results folder was measured on (meta.json's "machine")."""
     cpu = platform.processor() or ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -248,12 +249,14 @@ def program_status(result_json: dict, parsed: dict) -> str:
 # ---- what the user sees -------------------------------------------------------------------------
 
 def format_duration(s: float) -> str:
+    """Seconds as the user reads them: "42 s", "12 min", "1.5 h"."""
     if s < 90:
         return f"{s:.0f} s"
     return f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
 
 
 def print_notes(console: Console, notes: list) -> None:
+    """Notes (skipped allocators, dropped settings) as yellow lines before the runs."""
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")
 

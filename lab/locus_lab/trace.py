@@ -8,6 +8,8 @@ histograms and the memory profile over allocation time (seed 004 Fig. 5).
 Every statistic is computed on whole arrays (numpy): events are put in clock order, each
 allocation is matched with the release of the same address that follows it, and live bytes
 are a running sum of +size at allocations and -size at their releases.
+
+The commands `locus trace` and `locus trace stats`, with their tables, are at the end.
 """
 from __future__ import annotations
 
