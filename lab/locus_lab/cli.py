@@ -15,10 +15,7 @@ Bad input ends with one line on stderr and status 2; an interrupted run with sta
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -27,14 +24,11 @@ from . import __version__
 from . import allocators as alloc_mod
 from . import runner, suite, trace
 from .sites import cmd_sites
-from .common import LabError, find_paths, human_bytes
+from .common import LabError, find_paths
 from .compare import CompareOptions, run_compare, run_report
 from .replay import ReplayOptions, run_replay
 from .paging import DEFAULT_ALLOCATORS, DEFAULT_SIZES, PagingOptions, run_paging
 from .pressure import PressureOptions, run_pressure
-
-
-QUICK_STATS_LIMIT = 5_000_000  # records; `locus trace` summarises smaller traces at once
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +59,33 @@ def _positive_float(text):
     return v
 
 
+# Options several commands share, spelled once so that their help reads the same everywhere.
+
+ALLOCATORS_HELP = f"allocators (default: {DEFAULT_ALLOCATORS}); `all` for every one"
+
+
+def _allocators_option(p, help: str = ALLOCATORS_HELP):
+    p.add_argument("--allocators", "-a", metavar="NAME,...", help=help)
+
+
+def _output_option(p):
+    p.add_argument("--output", "-o", metavar="DIR",
+                   help="results folder (default: locus-results/<date-time>)")
+
+
+def _timeout_option(p, default: float, what: str):
+    p.add_argument("--timeout", type=_positive_float, default=default, metavar="SECONDS",
+                   help=f"end {what} that takes longer (default {default:.0f})")
+
+
+def _no_plots_option(p):
+    p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
+
+
+def _build_dir_option(p):
+    p.add_argument("--build-dir", metavar="DIR", help="the build folder")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="locus", description="The Locus lab: compare allocators on any program.")
     p.add_argument("--version", action="version", version=f"locus-lab {__version__}")
@@ -93,8 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timed runs per allocator and workload (default 3, --quick 1)")
     c.add_argument("--quick", action="store_true",
                    help="tiny inputs and one repetition (for tests)")
-    c.add_argument("--output", "-o", metavar="DIR",
-                   help="results folder (default: locus-results/<date-time>)")
+    _output_option(c)
     c.add_argument("--cache", action="store_true",
                    help="also one cachegrind run per allocator (instructions, simulated "
                    "L1/LL misses; slow) and perf stat where hardware counters exist")
@@ -108,10 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--budget", type=float, metavar="MINUTES",
                    help="stop adding repetitions when the next would end after this long "
                    "(default: 14 for the default suite without -r; 0: no limit)")
-    c.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS",
-                   help="end a run that takes longer (default 600)")
+    _timeout_option(c, 600.0, "a run")
     c.add_argument("--name", help="workload name for COMMAND (default: the program's name)")
-    c.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
+    _no_plots_option(c)
     c.add_argument("--build-dir", metavar="DIR", help="the build folder (default: build/ in "
                    "the repository)")
 
@@ -125,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allocator under the tracer (default: glibc)")
     t.add_argument("--summary", action="store_true",
                    help="write only totals (peak live bytes, ...) instead of every event")
-    t.add_argument("--build-dir", metavar="DIR", help="the build folder")
+    _build_dir_option(t)
 
     s = sub.add_parser("trace stats", help="statistics of a trace file",
                        description="Statistics of a trace: seed 000 Table 1, seed 004 Table 3, "
@@ -150,8 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--repetitions", "-r", type=_positive_int, metavar="N",
                     help="replays per allocator and trace (default 3, --quick 1)")
     rp.add_argument("--quick", action="store_true", help="one repetition")
-    rp.add_argument("--output", "-o", metavar="DIR",
-                    help="results folder (default: locus-results/<date-time>)")
+    _output_option(rp)
     rp.add_argument("--instructions", action="store_true",
                     help="also one callgrind run per allocator counting the instructions and "
                     "simulated cache misses inside the allocator's calls (slow)")
@@ -166,18 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "process's (default: the busiest process's)")
     rp.add_argument("--baseline", metavar="NAME", help="normalise to this allocator "
                     "(default glibc)")
-    rp.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS",
-                    help="end a replay that takes longer (default 600)")
-    rp.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
-    rp.add_argument("--build-dir", metavar="DIR", help="the build folder")
+    _timeout_option(rp, 600.0, "a replay")
+    _no_plots_option(rp)
+    _build_dir_option(rp)
 
     r = sub.add_parser("report", help="re-draw tables, plots and the report from a results "
                        "folder")
     r.add_argument("folder", metavar="DIR")
-    r.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
+    _no_plots_option(r)
 
     lst = sub.add_parser("list", help="show the allocators, workloads and tools found")
-    lst.add_argument("--build-dir", metavar="DIR", help="the build folder")
+    _build_dir_option(lst)
 
     st = sub.add_parser("sites", help="per-call-site statistics of a program (LOCUS_SITES)",
                         description="Run COMMAND (after --) under a Locus library with "
@@ -187,27 +204,24 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--top", type=_positive_int, default=20, metavar="N",
                     help="sites to list (default 20)")
     st.add_argument("--json", metavar="FILE", help="also write the sites' JSON to FILE")
-    st.add_argument("--build-dir", metavar="DIR", help="the build folder")
+    _build_dir_option(st)
     pg = sub.add_parser("paging", help="LRU page-miss curves, swap prefetchability and object "
                         "drag of a program under each allocator (valgrind lackey; slow)",
                         description="Run COMMAND (after --) under valgrind's lackey once per "
                         "allocator and reduce its data references to pages: the LRU miss "
                         "curve for every memory size, prefetchability at --sizes, and with "
                         "--drag object drag (docs/lab.md).")
-    pg.add_argument("--allocators", "-a", metavar="NAME,...",
-                    help=f"allocators (default: {DEFAULT_ALLOCATORS}); `all` for every one")
+    _allocators_option(pg)
     pg.add_argument("--sizes", default=DEFAULT_SIZES, metavar="SIZE,...",
                     help=f"memory sizes for prefetchability, pages or 512K/4M/1G (default "
                     f"{DEFAULT_SIZES}; at most 8)")
     pg.add_argument("--drag", action="store_true",
                     help="also object drag: preload the marking library and charge each "
                     "reference to the live object containing it")
-    pg.add_argument("--output", "-o", metavar="DIR",
-                    help="results folder (default: locus-results/<date-time>)")
-    pg.add_argument("--timeout", type=_positive_float, default=3600.0, metavar="SECONDS",
-                    help="end a lackey run that takes longer (default 3600)")
-    pg.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
-    pg.add_argument("--build-dir", metavar="DIR", help="the build folder")
+    _output_option(pg)
+    _timeout_option(pg, 3600.0, "a lackey run")
+    _no_plots_option(pg)
+    _build_dir_option(pg)
 
     pr = sub.add_parser("pressure", help="run a program under each allocator in a "
                         "memory-limited cgroup (cgroup v2 only)",
@@ -215,13 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "memory limit (cgroup v2 memory.max): run time and major faults. "
                         "Where the machine has no cgroup v2 memory controller to use, says so "
                         "and points to `locus paging`.")
-    pr.add_argument("--allocators", "-a", metavar="NAME,...",
-                    help=f"allocators (default: {DEFAULT_ALLOCATORS}); `all` for every one")
+    _allocators_option(pr)
     pr.add_argument("--limits", default="16M,32M,64M", metavar="SIZE,...",
                     help="memory limits, bytes as 512K/16M/1G (default 16M,32M,64M)")
-    pr.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS",
-                    help="end a run that takes longer (default 600)")
-    pr.add_argument("--build-dir", metavar="DIR", help="the build folder")
+    _timeout_option(pr, 600.0, "a run")
+    _build_dir_option(pr)
     return p
 
 
@@ -278,9 +290,9 @@ def main(argv: list | None = None) -> int:
         if command and args.command != "trace":
             raise LabError(f"`locus {args.command}` takes no command after --")
         if args.command == "trace":
-            return cmd_trace(args, command, console)
+            return trace.cmd_trace(args, command, console)
         if args.command == "trace stats":
-            return cmd_trace_stats(args, console)
+            return trace.cmd_trace_stats(args, console)
         if args.command == "report":
             return run_report(args.folder, console, plots=args.plots)
         if args.command == "list":
@@ -293,211 +305,6 @@ def main(argv: list | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("locus: interrupted\n")
         return 130
-
-
-# ---- locus trace --------------------------------------------------------------------------------
-
-def cmd_trace(args, command: list, console: Console) -> int:
-    if not command:
-        raise LabError("give the program to trace after --, e.g. locus trace -- ls -l")
-    paths = find_paths(args.build_dir)
-    workload = suite.command_workload(command)
-    allocator = None
-    if args.allocator:
-        allocator = alloc_mod.select(alloc_mod.discover(paths), args.allocator)[0]
-    tracer = trace.tracer_library(paths)
-    out = Path(args.output).resolve()
-    if out.is_dir():
-        raise LabError(f"{args.output} is a folder; give a file name")
-    if not out.parent.is_dir():
-        raise LabError(f"no such folder: {out.parent}")
-    trace.clear_trace_files(out)
-    env = trace.trace_environment(dict(os.environ), tracer, out, allocator, summary=args.summary)
-    res = runner.run_once(workload.argv, env, passthrough=True)
-    files = trace.trace_files(out)
-    err = Console(stderr=True, highlight=False)
-    err.print(f"[bold]locus trace[/bold]: {workload.description}: {res.status}, "
-              f"{res.wall_s:.2f} s, peak RSS {human_bytes(res.maxrss_kib * 1024)}")
-    if not files:
-        err.print("[red]no trace was written[/red] (a static program, or one that "
-                  "bypasses the dynamic loader, cannot be traced)")
-        return 1
-    if args.summary:
-        for f in files:
-            s = trace.read_summary(f)
-            err.print(f"{f}: peak live {human_bytes(s.get('peak_live_bytes', 0))}, "
-                      f"{s.get('allocations', 0):,} allocations")
-    else:
-        rows = trace.process_table(out)
-        if len(rows) > 1:
-            print_processes(err, rows, f"{len(rows)} processes traced, busiest first")
-        shown = Path(trace.process_trace(out))
-        t = trace.read_trace(shown)
-        err.print(f"wrote {shown} ({t.header['records']:,} records, "
-                  f"{human_bytes(shown.stat().st_size)}; process {t.header['pid']} "
-                  f"({t.header['comm']}))" + (f"; {len(files) - 1} more process trace(s) "
-                                               f"{out.name}.<pid>" if len(files) > 1 else ""))
-        if len(t.records) <= QUICK_STATS_LIMIT:  # larger traces take a while: on request
-            stats = trace.compute_stats(t.records, profile_points=10)
-            err.print(f"  objects {stats['total_objects']:,}, max in use "
-                      f"{stats['max_objects_in_use']:,}, average size "
-                      f"{stats['average_size']:.0f} B, max bytes in use "
-                      f"{human_bytes(stats['max_bytes_in_use'])}, total/max "
-                      f"{stats['total_over_max']:.1f}")
-        err.print(f"  statistics: locus trace stats {args.output}"
-                  + (" [--pid PID]" if len(rows) > 1 else ""))
-    if res.ok:
-        return 0
-    return res.exit_code if res.exit_code else 1
-
-
-PROCESSES_SHOWN = 15
-
-
-def print_processes(console: Console, rows: list, title: str) -> None:
-    """The processes of a traced tree (trace.process_table), the busiest first."""
-    t = Table(title=title, title_justify="left", caption_justify="left",
-              caption=f"{sum(r['records'] for r in rows):,} records in all")
-    for col, just in (("pid", "right"), ("parent", "right"), ("program", "left"),
-                      ("records", "right"), ("file", "left")):
-        t.add_column(col, justify=just)
-    for r in rows[:PROCESSES_SHOWN]:
-        t.add_row(str(r["pid"]), str(r["ppid"]), r["comm"], f"{r['records']:,}",
-                  Path(r["file"]).name)
-    if len(rows) > PROCESSES_SHOWN:
-        rest = rows[PROCESSES_SHOWN:]
-        t.add_row("", "", f"{len(rest)} more", f"{sum(r['records'] for r in rest):,}", "")
-    console.print(t)
-
-
-def cmd_trace_stats(args, console: Console) -> int:
-    """Statistics of one process. Given the base name of a tree (FILE with FILE.<pid>
-    beside it), the processes are listed and the one shown is the busiest (the program a
-    wrapper started), or --pid's."""
-    chosen = trace.process_trace(args.file, args.pid)
-    rows = trace.process_table(args.file)
-    stats = dict(trace.file_stats(chosen))
-    if len(rows) > 1:
-        stats["processes"] = rows
-    if args.plot:
-        plot_trace(stats, args.plot)
-    if args.json:
-        print(json.dumps(stats, indent=2))
-        return 0
-    if len(rows) > 1:
-        print_processes(console, rows, f"{args.file}: {len(rows)} processes traced, busiest "
-                        f"first (--pid PID for another)")
-        console.print(f"showing process {stats['header']['pid']} ({stats['header']['comm']}): "
-                      f"{chosen}")
-    print_trace_stats(console, stats, args.top)
-    if args.plot:
-        console.print(f"wrote {args.plot}")
-    return 0
-
-
-def _bar(pct: float, width: int = 30) -> str:
-    n = int(round(pct / 100 * width))
-    return "#" * n
-
-
-def print_trace_stats(console: Console, s: dict, top: int = 10) -> None:
-    h = s.get("header", {})
-    console.print(f"[bold]{s['file']}[/bold]: process {h.get('pid')} ({h.get('comm')}), "
-                  f"{h.get('records', 0):,} records, {s['threads']} thread(s)")
-    t = Table(title="Allocation statistics (seed 000 Table 1, seed 004 Table 3)",
-              title_justify="left", show_header=False)
-    t.add_column("statistic")
-    t.add_column("value", justify="right")
-    rows = [
-        ("Total objects", f"{s['total_objects']:,}"),
-        ("Max objects in use", f"{s['max_objects_in_use']:,}"),
-        ("Average object size (bytes)", f"{s['average_size']:,.1f}"),
-        ("Total memory (bytes)", f"{s['total_bytes']:,}"),
-        ("Max in use (bytes)", f"{s['max_bytes_in_use']:,}"),
-        ("Total/max", f"{s['total_over_max']:,.1f}"),
-        ("Releases (free, delete, realloc)", f"{s['releases']:,}"),
-        ("Live at exit", f"{s['live_objects_at_exit']:,} objects, "
-                         f"{s['live_bytes_at_exit']:,} bytes"),
-        ("Failed allocations", f"{s['failed_allocations']:,}"),
-        ("Releases of unknown blocks", f"{s['unmatched_releases']:,}"),
-        ("Allocation call sites", f"{s['call_sites']:,}"),
-    ]
-    lt = s["lifetime"]
-    if lt["median"] is not None:
-        rows.append(("Lifetime, in allocations (median / mean / p90)",
-                     f"{lt['median']:,.0f} / {lt['mean']:,.1f} / {lt['p90']:,.0f}"))
-    for k, v in rows:
-        t.add_row(k, v)
-    console.print(t)
-
-    calls = Table(title="Calls", title_justify="left")
-    calls.add_column("function")
-    calls.add_column("calls", justify="right")
-    for name, n in s["calls"].items():
-        calls.add_row(name, f"{n:,}")
-    console.print(calls)
-
-    sizes = Table(title="Object sizes (bytes requested)", title_justify="left")
-    for col, just in (("size", "left"), ("objects", "right"), ("%", "right"),
-                      ("bytes", "right"), ("", "left")):
-        sizes.add_column(col, justify=just)
-    for row in s["size_histogram"]:
-        if row["objects"]:
-            sizes.add_row(row["bucket"], f"{row['objects']:,}", f"{row['percent']:.1f}",
-                          f"{row['bytes']:,}", _bar(row["percent"]))
-    console.print(sizes)
-
-    life = Table(title="Lifetimes (allocations between birth and release)",
-                 title_justify="left")
-    for col, just in (("lifetime", "left"), ("objects", "right"), ("%", "right"),
-                      ("", "left")):
-        life.add_column(col, justify=just)
-    for row in s["lifetime_histogram"]:
-        if row["objects"]:
-            life.add_row(row["bucket"], f"{row['objects']:,}", f"{row['percent']:.1f}",
-                         _bar(row["percent"]))
-    console.print(life)
-
-    if s["top_sites"]:
-        sites = Table(title=f"Busiest call sites (of {s['call_sites']:,})", title_justify="left")
-        for col, just in (("site id", "left"), ("objects", "right"), ("bytes", "right"),
-                          ("average size", "right")):
-            sites.add_column(col, justify=just)
-        for row in s["top_sites"][:top]:
-            sites.add_row(row["site"], f"{row['objects']:,}", f"{row['bytes']:,}",
-                          f"{row['average_size']:,.1f}")
-        console.print(sites)
-
-
-def plot_trace(stats: dict, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(3, 1, figsize=(9, 10))
-    prof = stats["profile"]
-    axes[0].plot(prof["clock"], [b / 1024 for b in prof["live_bytes"]], linewidth=1)
-    axes[0].set_xlabel("allocation time (allocations)")
-    axes[0].set_ylabel("live bytes requested (KiB)")
-    axes[0].set_title("Memory profile (seed 004 Fig. 5)")
-    hist = [r for r in stats["size_histogram"]]
-    axes[1].bar(range(len(hist)), [r["objects"] for r in hist])
-    axes[1].set_xticks(range(len(hist)))
-    axes[1].set_xticklabels([r["bucket"] for r in hist], rotation=45, ha="right", fontsize=7)
-    axes[1].set_ylabel("objects")
-    axes[1].set_title("Object sizes")
-    life = stats["lifetime_histogram"]
-    axes[2].bar(range(len(life)), [r["objects"] for r in life])
-    axes[2].set_xticks(range(len(life)))
-    axes[2].set_xticklabels([r["bucket"] for r in life], rotation=45, ha="right", fontsize=7)
-    axes[2].set_ylabel("objects")
-    axes[2].set_title("Lifetimes (allocations)")
-    fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    except OSError as e:
-        raise LabError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        plt.close(fig)
 
 
 # ---- locus list -----------------------------------------------------------------------------------

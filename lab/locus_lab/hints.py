@@ -14,7 +14,8 @@ repetitions (medians), peak RSS, and one cachegrind run per configuration on a r
 (instructions, simulated D1 and LL misses).
 
 A results folder of this suite has "suite": "hints" in meta.json; runs are records of kind
-"hint" (timed) and "hint-cache" (cachegrind) in runs.jsonl; `locus report DIR` re-draws it.
+"hint" (timed) and "hint-cache" (cachegrind) in runs.jsonl; `locus report DIR` re-draws it
+(draw). The run itself is run_hints, at the end.
 """
 from __future__ import annotations
 
@@ -27,11 +28,10 @@ from rich.console import Console
 from rich.table import Table
 
 from . import allocators as alloc_mod
-from . import report, suite
-from .common import human_bytes
-from .regions import (WRONG_CHECKSUM, _median, _pyplot, _ratio, flag_disagreeing,
-                      md_allocators_and_notes)
-from .results import _status
+from . import plots, report, runner, session, suite
+from .common import LabError, human_bytes
+from .report import fmt_times
+from .stats import flag_disagreeing, median, overall_status, ratio
 
 SUITE = "hints"
 PROGRAM = "hints"
@@ -55,11 +55,7 @@ PLOTS = ("hints_time.png", "hints_accuracy.png")
 
 
 @dataclass(frozen=True)
-class Config:
-    workload: str
-    mode: str
-    allocator: str
-
+class Config(session.ProgramConfig):
     @property
     def label(self) -> str:
         return f"{self.allocator} {self.mode}"
@@ -99,39 +95,29 @@ def parse_output(text: str) -> dict:
     return {}
 
 
-def run_status(result_json: dict, parsed: dict) -> str:
-    status = result_json["status"]
-    if status == "ok" and "checksum" not in parsed:
-        return "no result"
-    return status
-
-
 # ---- summary ------------------------------------------------------------------------------------
-
-def configs_of(meta: dict) -> list:
-    return [Config(**c) for c in meta.get("configs", [])]
-
 
 def summarise(meta: dict, runs: list) -> dict:
     """Medians per (workload, mode, allocator); checksums compared across a workload's runs;
     times and LL misses relative to glibc without hints on the same workload."""
-    configs = configs_of(meta)
+    configs = Config.all_in(meta)
     cells = {}
     for c in configs:
         key = (c.workload, c.mode, c.allocator)
         mine = [r for r in runs if (r.get("workload"), r.get("mode"), r.get("allocator")) == key]
         timed = [r for r in mine if r.get("kind") == "hint"]
         ok = [r for r in timed if r.get("status") == "ok"]
-        cell = {**asdict(c), "runs": len(timed), "status": _status([r["status"] for r in timed])}
+        cell = {**asdict(c), "runs": len(timed),
+                "status": overall_status([r["status"] for r in timed])}
         for k in ("build_s", "traverse_s", "wall_s", "maxrss_kib", "page_accuracy",
                   "line_accuracy", "peak_live_bytes", "hinted", "lib_hint_calls",
                   "lib_hint_same_page", "lib_hint_same_line"):
-            cell[k] = _median(r.get(k) for r in ok)
-        cell["time_s"] = _median((r.get("build_s") or 0) + (r.get("traverse_s") or 0) for r in ok)
+            cell[k] = median(r.get(k) for r in ok)
+        cell["time_s"] = median((r.get("build_s") or 0) + (r.get("traverse_s") or 0) for r in ok)
         calls = cell["lib_hint_calls"]
-        cell["lib_page_accuracy"] = _ratio(cell["lib_hint_same_page"], calls)
-        cell["lib_line_accuracy"] = _ratio(cell["lib_hint_same_line"], calls)
-        cell["rss_over_live"] = (_ratio(cell["maxrss_kib"] * 1024, cell["peak_live_bytes"])
+        cell["lib_page_accuracy"] = ratio(cell["lib_hint_same_page"], calls)
+        cell["lib_line_accuracy"] = ratio(cell["lib_hint_same_line"], calls)
+        cell["rss_over_live"] = (ratio(cell["maxrss_kib"] * 1024, cell["peak_live_bytes"])
                                  if cell["maxrss_kib"] else None)
         checks = Counter(r.get("checksum") for r in ok)
         cell["checksum"] = checks.most_common(1)[0][0] if checks else None
@@ -153,7 +139,7 @@ def summarise(meta: dict, runs: list) -> dict:
         good = cell["status"] == "ok" and base and base["status"] == "ok"
         for k, src in (("time_vs_base", "time_s"), ("traverse_vs_base", "traverse_s"),
                        ("lld_vs_base", "lld_misses"), ("instructions_vs_base", "instructions")):
-            cell[k] = _ratio(cell[src], base[src]) if good else None
+            cell[k] = ratio(cell[src], base[src]) if good else None
     return {"suite": SUITE, "baseline": baseline,
             "workloads": sorted({c.workload for c in configs}, key=list(WORKLOADS).index),
             "configs": [asdict(c) for c in configs], "cells": cells}
@@ -190,10 +176,6 @@ ACC_COLUMNS = ("workload", "allocator", "page (no hints)", "page (hints)", "line
                "traversal /base (hints)")
 
 
-def _x(v) -> str:
-    return f"{v:.2f}x" if v is not None else "-"
-
-
 def _pct(v) -> str:
     return f"{100 * v:.1f}%" if v is not None else "-"
 
@@ -211,10 +193,10 @@ def cell_texts(cell: dict) -> list:
     head = [cell["workload"], cell["allocator"], cell["mode"]]
     if cell["status"] != "ok":
         return head + [cell["status"]] + [""] * (len(COLUMNS) - 4)
-    return head + [f"{cell['time_s']:.3f} s", _x(cell["time_vs_base"]),
-                   f"{cell['traverse_s']:.3f} s", _x(cell["traverse_vs_base"]),
+    return head + [f"{cell['time_s']:.3f} s", fmt_times(cell["time_vs_base"]),
+                   f"{cell['traverse_s']:.3f} s", fmt_times(cell["traverse_vs_base"]),
                    _count(cell["instructions"]), _count(cell["l1d_misses"]),
-                   _count(cell["lld_misses"]), _x(cell["lld_vs_base"]),
+                   _count(cell["lld_misses"]), fmt_times(cell["lld_vs_base"]),
                    human_bytes(cell["maxrss_kib"] * 1024) if cell["maxrss_kib"] else "-",
                    f"{cell['rss_over_live']:.2f}" if cell["rss_over_live"] else "-"]
 
@@ -222,8 +204,8 @@ def cell_texts(cell: dict) -> list:
 def accuracy_texts(row: dict) -> list:
     return [row["workload"], row["allocator"], _pct(row["page_no_hints"]),
             _pct(row["page_hints"]), _pct(row["line_no_hints"]), _pct(row["line_hints"]),
-            _pct(row["lib_page_hints"]), _x(row["traverse_vs_base_no_hints"]),
-            _x(row["traverse_vs_base_hints"])]
+            _pct(row["lib_page_hints"]), fmt_times(row["traverse_vs_base_no_hints"]),
+            fmt_times(row["traverse_vs_base_hints"])]
 
 
 TABLE_NOTE = ("medians; time = build + traversal (CLOCK_MONOTONIC, measured by the program); "
@@ -272,29 +254,23 @@ def _md_table(columns, lines) -> list:
             + ["| " + " | ".join(line) + " |" for line in lines])
 
 
-def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None:
-    m = meta.get("machine", {})
-    out = ["# Allocation near a hint (seed 001)", "",
-           f"Made by `{meta.get('command', 'locus compare --suite hints')}` on "
-           f"{meta.get('created', '?')}.", "",
-           f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, Linux "
-           f"{m.get('kernel', '?')}, {m.get('libc', '')}. Repetitions: "
-           f"{meta.get('repetitions')} (interleaved; medians)"
-           f"{'; quick (1/20 of the work)' if meta.get('quick') else ''}.", "",
-           "## Accuracy", "", f"_{ACC_NOTE}._", ""]
+def write_markdown(folder: Path, summary: dict, meta: dict, pngs: list) -> None:
+    out = report.md_suite_heading("Allocation near a hint (seed 001)", meta,
+                                  "locus compare --suite hints")
+    out += ["## Accuracy", "", f"_{ACC_NOTE}._", ""]
     out += _md_table(ACC_COLUMNS, [accuracy_texts(r) for r in accuracy_rows(summary)])
     out += ["", "## Time, cache and memory", "", f"_{TABLE_NOTE}._", ""]
     out += _md_table(COLUMNS, [cell_texts(r) for r in rows(summary)])
     out.append("")
     for png, title in (("hints_time.png", "Traversal time"),
                        ("hints_accuracy.png", "Page accuracy")):
-        if png in plots:
+        if png in pngs:
             out += [f"## {title}", "", f"![{title}]({png})", ""]
     out += report.md_failures("Not run or failed", rows(summary),
                               lambda r: f"{r['workload']} {r['mode']} under {r['allocator']}")
     out += ["## Workloads", "", "| workload | what |", "|---|---|"]
     out += [f"| {w} | {WORKLOADS[w]} |" for w in summary["workloads"]]
-    out += md_allocators_and_notes(meta)
+    out += [""] + report.md_allocators_and_notes(meta)
     out += ["## Method", "",
             "- `build/bench/hints WORKLOAD --hints|--no-hints` per run (bench/hints.cpp); "
             "`--hints` uses include/locus.hpp's implicit hint allocators (and a cursor with "
@@ -311,28 +287,12 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
 
 def _bars(ax, summary, series, ylabel, ref=None):
     """series: (label, function of (workload) -> value or None) per bar group member."""
-    works = summary["workloads"]
-    width = 0.8 / max(1, len(series))
-    cmap = _pyplot().get_cmap("tab20")
-    for i, (label, get) in enumerate(series):
-        xs, ys = [], []
-        for g, w in enumerate(works):
-            v = get(w)
-            if v is not None:
-                xs.append(g - 0.4 + width * (i + 0.5))
-                ys.append(v)
-        ax.bar(xs, ys, width, label=label, color=cmap(i % cmap.N))
-    if ref is not None:
-        ax.axhline(ref, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xticks(range(len(works)))
-    ax.set_xticklabels(works)
-    ax.set_ylabel(ylabel)
-    ax.grid(axis="y", alpha=0.3)
+    plots.grouped_bars(ax, summary["workloads"], series, ylabel, ref=ref)
     ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
 
 
 def plot_all(folder: Path, summary: dict) -> list:
-    plt = _pyplot()
+    plt = plots.pyplot()
     allocs = list(dict.fromkeys(c["allocator"] for c in summary["configs"]))
     cells = summary["cells"]
 
@@ -361,3 +321,87 @@ def plot_all(folder: Path, summary: dict) -> list:
     fig.savefig(folder / "hints_accuracy.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return list(PLOTS)
+
+
+# ---- the run: `locus compare --suite hints` ------------------------------------------------------
+
+def run_hints(opts, console: Console) -> int:
+    """`locus compare --suite hints` (opts: compare.CompareOptions): each hint workload under
+    each allocator, without and with hints, repetitions interleaved; then one cachegrind run
+    per configuration on a reduced size."""
+    workloads, paths, program = session.suite_program(opts, SUITE, PROGRAM, select_workloads)
+    allocs, notes = session.suite_allocators(paths, opts.allocators, opts.baseline,
+                                             DESIGNS_WITH_HINTS, "Locus libraries")
+    configs = plan(allocs, workloads)
+    reps = session.repetitions(opts)
+    out = session.output_folder(opts)
+    cache = runner.valgrind_available()
+    if not cache:
+        notes.append("cachegrind skipped: valgrind is not installed (apt-get install "
+                     "valgrind): no instruction or miss counts")
+    nominal = NOMINAL_S / (20 if opts.quick else 1)
+    cache_nominal = CACHE_NOMINAL_S / (5 if opts.quick else 1)
+    estimate = (nominal * reps + (cache_nominal if cache else 0)) * len(configs)
+    session.print_notes(console, notes)
+    console.print(f"[bold]locus compare --suite hints[/bold]: {len(configs)} "
+                  f"configurations x {reps} repetition(s){' + cachegrind' if cache else ''}; "
+                  f"estimated {session.format_duration(estimate)}")
+    console.print("  allocators: " + ", ".join(a.name for a in allocs))
+    console.print("  workloads:  " + ", ".join(workloads))
+
+    base_env, env_notes = session.base_environment()
+    meta = {**session.meta_head(opts, paths, reps), "suite": SUITE,
+            "baseline": alloc_mod.BASELINE, "cache": cache,
+            "allocators": [a.to_json() for a in allocs],
+            "workloads": [{"name": w, "description": WORKLOADS[w]} for w in workloads],
+            "configs": [asdict(c) for c in configs],
+            "notes": notes + env_notes}
+    writer = session.open_results(out, meta)
+    by_name = {a.name: a for a in allocs}
+    runs: list = []
+
+    def run_all(step, progress):
+        def record(entry: dict, label: str):
+            runs.append(entry)
+            writer.add(entry)
+            if entry["status"] != "ok":
+                progress.console.print(session.failure_line(label, entry["status"],
+                                                            entry.get("stderr_tail")))
+
+        for rep, w, c in session.interleaved(configs, workloads, reps):
+            record(session.run_suite_program(
+                step, "hint", c, rep, reps, argv(program, c, opts.quick),
+                by_name[c.allocator].environment(base_env), nominal, opts.timeout,
+                parse_output, session.program_status), f"{w} {c.label}")
+        for c in configs if cache else []:
+            cmd = argv(program, c, opts.quick, cache=True)
+            env = by_name[c.allocator].environment(base_env)
+            res = step(f"cachegrind {c.workload} {c.label}", cache_nominal,
+                       lambda cmd=cmd, env=env: runner.run_cachegrind(
+                           cmd, env, None, opts.timeout * runner.CACHEGRIND_SLOWDOWN))
+            record({"kind": "hint-cache", **asdict(c), **res},
+                   f"cachegrind {c.workload} {c.label}")
+
+    return session.measure(console, out, writer, estimate, run_all,
+                           lambda: draw(out, meta, runs, console, opts.plots))
+
+
+def draw(folder: Path, meta: dict, runs: list, console: Console, draw_plots: bool) -> list:
+    """The summary tables, CSV, JSON, plots and report.md of a hints results folder (also
+    `locus report`'s); returns the files written."""
+    summary = summarise(meta, runs)
+    print_summary(console, summary, meta)
+    table = rows(summary)
+    accuracy = accuracy_rows(summary)
+    try:
+        report.write_csv(folder / "runs.csv", runs)
+        report.write_csv(folder / "summary.csv", table)
+        report.write_csv(folder / "accuracy.csv", accuracy)
+        (folder / "summary.json").write_text(json.dumps(
+            {"suite": SUITE, "baseline": summary["baseline"], "results": table,
+             "accuracy": accuracy}, indent=2) + "\n")
+        written = plot_all(folder, summary) if draw_plots else []
+        write_markdown(folder, summary, meta, written)
+    except OSError as e:
+        raise LabError(f"cannot write the report into {folder}: {e.strerror or e}") from None
+    return ["report.md", "summary.csv", "accuracy.csv", "summary.json", "runs.csv", *written]

@@ -26,7 +26,8 @@ from rich.console import Console
 
 from . import allocators as alloc_mod
 from .common import LAB_DIR, LabError, Paths, built_or_compiled, find_paths, human_bytes
-from .compare import _base_environment, _default_output, _fmt_duration
+from .plots import pyplot
+from .session import base_environment, default_output, format_duration
 
 PAGES_SOURCE = LAB_DIR / "paging" / "locus_pages.c"
 MARKS_SOURCE = LAB_DIR / "paging" / "locus_marks.c"
@@ -185,9 +186,9 @@ def run_paging(opts: PagingOptions, console: Console) -> int:
     paths = find_paths(opts.build_dir)
     sizes = parse_sizes(opts.sizes)
     chosen = alloc_mod.select(alloc_mod.discover(paths), opts.allocators or DEFAULT_ALLOCATORS)
-    base_env, _ = _base_environment()
+    base_env, _ = base_environment()
     marks = str(marks_library(paths)) if opts.drag else None
-    out = Path(opts.output) if opts.output else _default_output()
+    out = Path(opts.output) if opts.output else default_output()
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     runs = []
@@ -226,7 +227,7 @@ def run_paging(opts: PagingOptions, console: Console) -> int:
         if line.startswith("|"):
             console.print(line)
     console.print(f"\nwrote {out}/: " + ", ".join(files)
-                  + f"; took {_fmt_duration(time.monotonic() - started)}")
+                  + f"; took {format_duration(time.monotonic() - started)}")
     return 0 if measured else 1
 
 
@@ -284,9 +285,7 @@ def markdown(meta: dict, runs: list) -> list:
 
 
 def draw(out: Path, runs: list, sizes: list) -> list:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     files = []
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in runs:

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from . import allocators as alloc_mod
 from .common import LabError, find_paths, human_bytes
-from .compare import _base_environment
+from .session import base_environment
 from .paging import DEFAULT_ALLOCATORS
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -171,7 +171,7 @@ def run_pressure(opts: PressureOptions, console: Console) -> int:
     limits = parse_limits(opts.limits)
     paths = find_paths(opts.build_dir)
     chosen = alloc_mod.select(alloc_mod.discover(paths), opts.allocators or DEFAULT_ALLOCATORS)
-    base_env, _ = _base_environment()
+    base_env, _ = base_environment()
     console.print(f"swap: {human_bytes(swap_bytes()) if swap_bytes() else 'none'} "
                   "(without swap a run over its limit is killed, not paged)")
     console.print("| allocator | limit | seconds | major faults | status |")

@@ -13,12 +13,14 @@ The program prints its checksum (the same in every mode), the peak live bytes, t
 memory held and the held/live area ratio (the seed's drag); the lab adds time and peak RSS.
 
 A results folder of this suite has "suite": "regions" in meta.json; runs are records of kind
-"region" in runs.jsonl, and `locus report DIR` re-draws it like any other.
+"region" in runs.jsonl, and `locus report DIR` re-draws it like any other (draw). The run
+itself is run_regions, at the end.
 """
 from __future__ import annotations
 
+import json
 import re
-import statistics
+import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,8 +29,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import allocators as alloc_mod
-from . import report, suite
-from .common import human_bytes
+from . import plots, report, session, stats, suite
+from .common import LabError, human_bytes
 
 SUITE = "regions"
 PROGRAM = "regions"
@@ -52,34 +54,11 @@ PROFILES = "profiles"       # folder of the programs' --profile CSVs (first repe
 METRICS = ("live_peak_kib", "held_peak_kib", "hwm_kib", "held_live_area", "samples",
            "sample_every")
 UNAVAILABLE = "unavailable"
-WRONG_CHECKSUM = "wrong checksum"
-
-
-def flag_disagreeing(cells: dict, field: str, failure: str) -> None:
-    """Cells keyed (workload, mode, allocator): where the runs of a workload disagree on
-    `field` (a checksum or result line that depends on the seeds alone), the most common value
-    is right and the other cells become failures (failure.format(theirs, right))."""
-    for w in {key[0] for key in cells}:
-        values = Counter(cell[field] for key, cell in cells.items() if key[0] == w and cell[field])
-        if len(values) > 1:
-            right = values.most_common(1)[0][0]
-            for key, cell in cells.items():
-                if key[0] == w and cell[field] and cell[field] != right:
-                    cell["status"] = WRONG_CHECKSUM
-                    cell["failure"] = failure.format(cell[field], right)
 DERIVED_FILES = ("regions_time.png", "regions_memory.png", "regions_profile.png")
 
 
 @dataclass(frozen=True)
-class Config:
-    workload: str
-    mode: str
-    allocator: str
-
-    @property
-    def label(self) -> str:
-        return f"{self.mode} / {self.allocator}"
-
+class Config(session.ProgramConfig):
     @property
     def stem(self) -> str:
         return f"{self.workload}-{self.mode}-{self.allocator}"
@@ -154,30 +133,15 @@ def run_status(result_json: dict, parsed: dict) -> str:
     status = result_json["status"]
     if status == "exit 2" and UNAVAILABLE in result_json.get("stderr_tail", ""):
         return UNAVAILABLE
-    if status == "ok" and "checksum" not in parsed:
-        return "no result"
-    return status
+    return session.program_status(result_json, parsed)
 
 
 # ---- summary ------------------------------------------------------------------------------------
 
-def _median(values):
-    vals = [v for v in values if v is not None]
-    return statistics.median(vals) if vals else None
-
-
-def _ratio(a, b):
-    return a / b if a is not None and b else None
-
-
-def configs_of(meta: dict) -> list:
-    return [Config(**c) for c in meta.get("configs", [])]
-
-
 def summarise(meta: dict, runs: list) -> dict:
     """Medians per (workload, mode, allocator); checksums compared across a workload's runs;
     times and peak RSS relative to the bump region on the same workload; the checks."""
-    configs = configs_of(meta)
+    configs = Config.all_in(meta)
     cells = {}
     for c in configs:
         mine = [r for r in runs if r.get("kind") == "region" and r.get("workload") == c.workload
@@ -185,15 +149,13 @@ def summarise(meta: dict, runs: list) -> dict:
         ok = [r for r in mine if r.get("status") == "ok"]
         statuses = [r.get("status") for r in mine]
         failed = [s for s in statuses if s != "ok"]
-        status = ("not run" if not statuses else "ok" if not failed else
-                  failed[0] if len(failed) == len(statuses) else
-                  f"{failed[0]} {len(failed)}/{len(statuses)}")
-        cell = {**asdict(c), "runs": len(mine), "ok_runs": len(ok), "status": status}
-        cell["wall_s"] = _median(r.get("wall_s") for r in ok)
-        cell["cpu_s"] = _median((r.get("user_s") or 0) + (r.get("sys_s") or 0) for r in ok)
-        cell["maxrss_kib"] = _median(r.get("maxrss_kib") for r in ok)
+        cell = {**asdict(c), "runs": len(mine), "ok_runs": len(ok),
+                "status": stats.overall_status(statuses)}
+        cell["wall_s"] = stats.median(r.get("wall_s") for r in ok)
+        cell["cpu_s"] = stats.median((r.get("user_s") or 0) + (r.get("sys_s") or 0) for r in ok)
+        cell["maxrss_kib"] = stats.median(r.get("maxrss_kib") for r in ok)
         for m in METRICS:
-            cell[m] = _median(r.get(m) for r in ok)
+            cell[m] = stats.median(r.get(m) for r in ok)
         results = Counter(r.get("result") for r in ok)
         cell["result"] = results.most_common(1)[0][0] if results else None
         cell["frees"] = next((r.get("frees") for r in ok if r.get("frees") is not None), None)
@@ -204,15 +166,15 @@ def summarise(meta: dict, runs: list) -> dict:
 
     # Every correct run of a workload prints the same result line (its checksum depends on the
     # seeds alone): the most common one is right, the others are failures.
-    flag_disagreeing(cells, "result", "printed `{}`, the others `{}`")
+    stats.flag_disagreeing(cells, "result", "printed `{}`, the others `{}`")
 
     system = next((a["name"] for a in meta.get("allocators", []) if a["kind"] == "system"),
                   alloc_mod.BASELINE)
     for (w, _, _), cell in cells.items():
         bump = cells.get((w, "bump", system))
         good = cell["status"] == "ok" and bump and bump["status"] == "ok"
-        cell["cpu_vs_bump"] = _ratio(cell["cpu_s"], bump["cpu_s"]) if good else None
-        cell["maxrss_vs_bump"] = _ratio(cell["maxrss_kib"], bump["maxrss_kib"]) if good else None
+        cell["cpu_vs_bump"] = stats.ratio(cell["cpu_s"], bump["cpu_s"]) if good else None
+        cell["maxrss_vs_bump"] = stats.ratio(cell["maxrss_kib"], bump["maxrss_kib"]) if good else None
 
     flagship = flagship_name(meta)
     return {"suite": SUITE, "workloads": sorted({c.workload for c in configs},
@@ -248,7 +210,7 @@ def checks(cells: dict, meta: dict, system: str, flagship: str | None) -> list:
         mine = cell(w, "locus", flagship)
         if mine is None or other is None:
             return
-        ratio = _ratio(mine[metric], other[metric])
+        ratio = stats.ratio(mine[metric], other[metric])
         if ratio is None:
             return
         out.append({"check": kind, "workload": w, "against": f"{other['mode']} / "
@@ -292,17 +254,13 @@ COLUMNS = ("workload", "mode", "allocator", "CPU", "CPU/bump", "wall", "peak RSS
            "live peak", "held peak", "held/live")
 
 
-def _x(v) -> str:
-    return f"{v:.2f}x" if v is not None else "-"
-
-
 def cell_texts(cell: dict) -> list:
     head = [cell["workload"], cell["mode"], cell["allocator"]]
     if cell["status"] != "ok":
         return head + [cell["status"]] + [""] * (len(COLUMNS) - 4)
     kib = lambda k: human_bytes(cell[k] * 1024) if cell.get(k) is not None else "-"  # noqa: E731
-    return head + [f"{cell['cpu_s']:.2f} s", _x(cell.get("cpu_vs_bump")),
-                   f"{cell['wall_s']:.2f} s", kib("maxrss_kib"), _x(cell.get("maxrss_vs_bump")),
+    return head + [f"{cell['cpu_s']:.2f} s", report.fmt_times(cell.get("cpu_vs_bump")),
+                   f"{cell['wall_s']:.2f} s", kib("maxrss_kib"), report.fmt_times(cell.get("maxrss_vs_bump")),
                    kib("live_peak_kib"), kib("held_peak_kib"),
                    f"{cell['held_live_area']:.2f}" if cell.get("held_live_area") else "-"]
 
@@ -345,15 +303,8 @@ def print_summary(console: Console, summary: dict, meta: dict) -> None:
         console.print(f"[yellow]note:[/yellow] {note}")
 
 
-def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None:
-    m = meta.get("machine", {})
-    out = ["# Regions (seed 004)", "",
-           f"Made by `{meta.get('command', 'locus compare --suite regions')}` on "
-           f"{meta.get('created', '?')}.", "",
-           f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, Linux "
-           f"{m.get('kernel', '?')}, {m.get('libc', '')}. Repetitions: "
-           f"{meta.get('repetitions')} (interleaved; medians)"
-           f"{'; quick (1/20 of the work)' if meta.get('quick') else ''}.", ""]
+def write_markdown(folder: Path, summary: dict, meta: dict, pngs: list) -> None:
+    out = report.md_suite_heading("Regions (seed 004)", meta, "locus compare --suite regions")
     lines = check_lines(summary)
     if lines:
         out += ["## Checks", "", f"_Locus = {summary['flagship']}; time = user + sys CPU "
@@ -364,7 +315,7 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
     out.append("")
     for png, title in (("regions_time.png", "Time"), ("regions_memory.png", "Memory"),
                        ("regions_profile.png", "Memory profiles (seed 004 Fig. 5)")):
-        if png in plots:
+        if png in pngs:
             out += [f"## {title}", "", f"![{title}]({png})", ""]
     out += report.md_failures("Not run or failed", rows(summary),
                               lambda r: f"{r['workload']} {r['mode']} under {r['allocator']}")
@@ -374,7 +325,7 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
     out += ["## Workloads", "", "| workload | what | result line (every mode) |",
             "|---|---|---|"]
     out += [f"| {w} | {WORKLOADS[w]} | `{results[w] or '-'}` |" for w in summary["workloads"]]
-    out += md_allocators_and_notes(meta)
+    out += [""] + report.md_allocators_and_notes(meta)
     out += ["## Method", "",
             "- `build/bench/regions WORKLOAD MODE 1` per run (bench/regions.c); the modes: "
             "`locus` (the Locus region API of the preloaded library), `bump` (a pure bump "
@@ -395,139 +346,122 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list) -> None
     (folder / "report.md").write_text("\n".join(out))
 
 
-def md_allocators_and_notes(meta: dict) -> list:
-    """The report's table of allocators, then the run's notes as quotes."""
-    out = ["", "## Allocators", "", "| name | kind | library | version |", "|---|---|---|---|"]
-    for a in meta.get("allocators", []):
-        out.append(f"| {a['name']} | {a['kind']} | {a.get('library') or '(none: the C library)'}"
-                   f" | {a.get('version', '')} |")
-    out.append("")
-    for note in meta.get("notes", []):
-        out += [f"> {note}", ""]
-    return out
-
-
 # ---- plots --------------------------------------------------------------------------------------
 
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
 def _bar_panel(ax, summary, key, ylabel, log=False, ref=None, unit=1.0):
-    works = summary["workloads"]
-    labels = []
-    for c in summary["configs"]:
-        lab = f"{c['mode']} / {c['allocator']}"
-        if lab not in labels:
-            labels.append(lab)
-    width = 0.8 / max(1, len(labels))
-    cmap = _pyplot().get_cmap("tab20")
-    for i, lab in enumerate(labels):
-        xs, ys = [], []
-        for g, w in enumerate(works):
-            mode, alloc = lab.split(" / ")
-            cell = summary["cells"].get((w, mode, alloc))
-            if cell and cell["status"] == "ok" and cell.get(key):
-                xs.append(g - 0.4 + width * (i + 0.5))
-                ys.append(cell[key] / unit)
-        ax.bar(xs, ys, width, label=lab, color=cmap(i % cmap.N))
-    if ref is not None:
-        ax.axhline(ref, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xticks(range(len(works)))
-    ax.set_xticklabels(works)
-    ax.set_ylabel(ylabel)
-    if log:
-        from matplotlib.ticker import NullFormatter, ScalarFormatter
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.grid(axis="y", alpha=0.3)
+    """One bar per configuration (mode / allocator) in every workload's group: cell[key]/unit
+    where the cell ran and has a value."""
+    labels = list(dict.fromkeys(f"{c['mode']} / {c['allocator']}" for c in summary["configs"]))
 
+    def value(label, w):
+        mode, alloc = label.split(" / ")
+        cell = summary["cells"].get((w, mode, alloc))
+        return cell[key] / unit if cell and cell["status"] == "ok" and cell.get(key) else None
 
-def _save(plt, fig, axes, path, title):
-    axes[0].set_title(title)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=4, bbox_to_anchor=(0.5, 0.0),
-               frameon=False, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-
-
-def read_profile(path: Path) -> list:
-    """(allocations, live bytes, held bytes) rows of a --profile CSV."""
-    out = []
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines[1:]:
-        parts = line.split(",")
-        if len(parts) == 3 and all(p.isdigit() for p in parts):
-            out.append(tuple(int(p) for p in parts))
-    return out
-
-
-def draw_profiles(path: Path, panels: list, live_label: str) -> bool:
-    """Seed 004 Fig. 5: per panel (name, [(label, rows of read_profile)]), the live curve
-    (black, from the first curve: the program's requests are the same in every run) and one
-    held curve per run, over allocation time, log scale. False when there is nothing to draw."""
-    panels = [(name, curves) for name, curves in panels if curves]
-    if not panels:
-        return False
-    plt = _pyplot()
-    fig, ax = plt.subplots(len(panels), 1, figsize=(11, 3.6 * len(panels)), squeeze=False)
-    axes = [a[0] for a in ax]
-    cmap = plt.get_cmap("tab20")
-    def positive(data, column):  # a log scale: samples of nothing held are left out
-        return [d[0] for d in data if d[column] > 0], \
-            [d[column] / 1024 for d in data if d[column] > 0]
-
-    for axis, (name, curves) in zip(axes, panels):
-        axis.plot(*positive(curves[0][1], 1), color="black", linewidth=1.6, label=live_label)
-        for i, (label, data) in enumerate(curves):
-            axis.plot(*positive(data, 2), linewidth=0.8, color=cmap(i % cmap.N),
-                      label=f"held: {label}")
-        axis.set_yscale("log")
-        axis.set_ylabel(f"{name}: KiB")
-        axis.set_xlabel("allocation time (allocations)")
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=6, ncol=3, loc="upper left")
-    axes[0].set_title("Memory held and memory live over allocation time (seed 004 Fig. 5)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return True
+    plots.grouped_bars(ax, summary["workloads"],
+                       [(label, lambda w, label=label: value(label, w)) for label in labels],
+                       ylabel, ref=ref, log=log)
 
 
 def plot_all(folder: Path, summary: dict) -> list:
-    plt = _pyplot()
+    plt = plots.pyplot()
     written = []
     fig, axes = plt.subplots(1, 1, figsize=(11, 4.2), squeeze=False)
     axes = [axes[0][0]]
     _bar_panel(axes[0], summary, "cpu_vs_bump", "CPU time (x bump region)", log=True, ref=1.0)
-    _save(plt, fig, axes, folder / "regions_time.png",
-          "Region workloads: CPU time relative to the pure bump region (log scale)")
+    plots.save_with_legend(fig, axes, folder / "regions_time.png",
+                           "Region workloads: CPU time relative to the pure bump region "
+                           "(log scale)", ncol=4, fontsize=8)
     written.append("regions_time.png")
 
     fig, ax = plt.subplots(2, 1, figsize=(11, 8), squeeze=False)
     axes = [ax[0][0], ax[1][0]]
     _bar_panel(axes[0], summary, "maxrss_kib", "peak RSS (MiB)", unit=1024.0)
     _bar_panel(axes[1], summary, "held_live_area", "held / live (areas)", log=True, ref=1.0)
-    _save(plt, fig, axes, folder / "regions_memory.png",
-          "Region workloads: peak RSS and memory held over memory live")
+    plots.save_with_legend(fig, axes, folder / "regions_memory.png",
+                           "Region workloads: peak RSS and memory held over memory live",
+                           ncol=4, fontsize=8)
     written.append("regions_memory.png")
 
     profiles = folder / PROFILES
     panels = []
     for w in summary["workloads"]:
         curves = [(f"{c['mode']} / {c['allocator']}",
-                   read_profile(profiles / f"{Config(**c).stem}.csv"))
+                   plots.read_profile(profiles / f"{Config(**c).stem}.csv"))
                   for c in summary["configs"] if c["workload"] == w]
         panels.append((w, [(label, rows) for label, rows in curves if rows]))
-    if draw_profiles(folder / "regions_profile.png", panels, "live (every mode)"):
+    if plots.draw_profiles(folder / "regions_profile.png", panels, "live (every mode)"):
         written.append("regions_profile.png")
     return written
+
+
+# ---- the run: `locus compare --suite regions` ----------------------------------------------------
+
+def run_regions(opts, console: Console) -> int:
+    """`locus compare --suite regions` (opts: compare.CompareOptions): each region workload
+    in each mode under the allocators the mode runs under (plan), repetitions interleaved."""
+    if opts.cache:
+        raise LabError("--cache is not available with --suite regions")
+    workloads, paths, program = session.suite_program(opts, SUITE, PROGRAM, select_workloads)
+    allocs, notes = session.suite_allocators(paths, opts.allocators, opts.baseline)
+    modes, mode_notes = peer_modes()
+    configs = plan(allocs, workloads, modes)
+    reps = session.repetitions(opts)
+    out = session.output_folder(opts)
+    nominal = NOMINAL_S / (20 if opts.quick else 1)
+    estimate = nominal * len(configs) * reps
+    session.print_notes(console, notes + mode_notes)
+    console.print(f"[bold]locus compare --suite regions[/bold]: {len(configs)} "
+                  f"configurations x {reps} repetition(s); estimated "
+                  f"{session.format_duration(estimate)}")
+    console.print("  allocators: " + ", ".join(a.name for a in allocs))
+    console.print("  workloads:  " + ", ".join(workloads) + "; modes: "
+                  + ", ".join(m for m in MODES if any(c.mode == m for c in configs)))
+
+    base_env, env_notes = session.base_environment()
+    meta = {**session.meta_head(opts, paths, reps), "suite": SUITE,
+            "baseline": alloc_mod.BASELINE,
+            "allocators": [a.to_json() for a in allocs],
+            "workloads": [{"name": w, "description": WORKLOADS[w]} for w in workloads],
+            "configs": [asdict(c) for c in configs],
+            "notes": notes + mode_notes + env_notes}
+    writer = session.open_results(out, meta)
+    profiles = out / PROFILES
+    shutil.rmtree(profiles, ignore_errors=True)
+    profiles.mkdir()
+    by_name = {a.name: a for a in allocs}
+    runs: list = []
+
+    def run_all(step, progress):
+        for rep, w, c in session.interleaved(configs, workloads, reps):
+            cmd = argv(program, c, opts.quick, profiles / f"{c.stem}.csv" if rep == 0 else None)
+            entry = session.run_suite_program(
+                step, "region", c, rep, reps, cmd, by_name[c.allocator].environment(base_env),
+                nominal, opts.timeout, parse_output, run_status)
+            runs.append(entry)
+            writer.add(entry)
+            if entry["status"] not in ("ok", UNAVAILABLE):
+                progress.console.print(session.failure_line(
+                    f"{w} {c.label}", entry["status"], entry.get("stderr_tail")))
+
+    return session.measure(console, out, writer, estimate, run_all,
+                           lambda: draw(out, meta, runs, console, opts.plots), f", {PROFILES}/")
+
+
+def draw(folder: Path, meta: dict, runs: list, console: Console, draw_plots: bool) -> list:
+    """The summary table, CSV, JSON, plots and report.md of a regions results folder (also
+    `locus report`'s); returns the files written."""
+    summary = summarise(meta, runs)
+    print_summary(console, summary, meta)
+    table = rows(summary)
+    try:
+        report.write_csv(folder / "runs.csv", runs)
+        report.write_csv(folder / "summary.csv", table)
+        (folder / "summary.json").write_text(json.dumps(
+            {"suite": SUITE, "flagship": summary["flagship"], "results": table,
+             "checks": summary["checks"]}, indent=2) + "\n")
+        written = plot_all(folder, summary) if draw_plots else []
+        write_markdown(folder, summary, meta, written)
+    except OSError as e:
+        raise LabError(f"cannot write the report into {folder}: {e.strerror or e}") from None
+    return ["report.md", "summary.csv", "summary.json", "runs.csv", *written]

@@ -26,17 +26,15 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
-from . import report, results, runner
+from . import report, results, runner, session
 from .common import REPLAY_SOURCE, LabError, Paths, built_or_compiled, find_paths, human_bytes
-from .compare import (_base_environment, _choose_allocators, _fmt_duration, _interrupted,
-                      _meta_head, _output_folder, _progress, _repetitions, _rotate, _stepper)
-from .regions import PROFILES, draw_profiles, read_profile
+from .plots import draw_profiles, read_profile
+from .regions import PROFILES
 
 SUITE = "replay"
 CALLGRIND_SLOWDOWN = 40     # callgrind with cache simulation, relative to a replay run
@@ -44,20 +42,12 @@ PROFILE_PNG = "heap_profile.png"
 
 
 @dataclass
-class ReplayOptions:
-    traces: list
-    allocators: str | None = None
-    repetitions: int | None = None
-    quick: bool = False
-    output: str | None = None
+class ReplayOptions(session.RunOptions):
+    """`locus replay`'s options: the traces (their process's files), and how to replay them."""
+    traces: list = field(default_factory=list)
     instructions: bool = False
     ordered: bool = False
     lenient: bool = False
-    timeout: float = 600.0
-    build_dir: str | None = None
-    baseline: str | None = None
-    plots: bool = True
-    argv: list = field(default_factory=list)
 
 
 def driver(paths: Paths) -> Path:
@@ -165,16 +155,16 @@ def run_replay(opts: ReplayOptions, console: Console) -> int:
     program = driver(paths)
     if opts.instructions and not runner.valgrind_available():
         raise LabError("--instructions needs valgrind (apt-get install valgrind)")
-    base_env, env_notes = _base_environment()
+    base_env, env_notes = session.base_environment()
     traces = [Path(t) for t in opts.traces]
     for t in traces:
         if not t.is_file():
             raise LabError(f"no such trace: {t}")
     names = workload_names(traces)
     checked = {n: check_trace(program, t, opts.lenient, base_env) for n, t in zip(names, traces)}
-    allocs, disc, notes = _choose_allocators(opts, paths)
-    reps = _repetitions(opts)
-    out = _output_folder(opts)
+    allocs, disc, notes = session.choose_allocators(paths, opts.allocators, opts.baseline)
+    reps = session.repetitions(opts)
+    out = session.output_folder(opts)
     for n, c in checked.items():
         skipped = [f"{c.get(k, 0):,} {what}" for k, what in (
             ("failed_skipped", "failed allocations"),
@@ -182,8 +172,7 @@ def run_replay(opts: ReplayOptions, console: Console) -> int:
             ("overwritten_live", "allocations of still-live blocks")) if c.get(k)]
         if skipped:
             notes.append(f"{n}: not replayed: " + ", ".join(skipped))
-    for note in notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+    session.print_notes(console, notes)
 
     # about 0.3 us per operation and 0.1 s to start and load, per run
     nominal = {n: 0.1 + 3e-7 * c.get("ops", 0) for n, c in checked.items()}
@@ -192,13 +181,13 @@ def run_replay(opts: ReplayOptions, console: Console) -> int:
     console.print(f"[bold]locus replay[/bold]: {len(traces)} trace(s) x {len(allocs)} "
                   f"allocator(s) x {reps} repetition(s)"
                   f"{' + callgrind' if opts.instructions else ''}; estimated "
-                  f"{_fmt_duration(estimate)}")
+                  f"{session.format_duration(estimate)}")
     for n, c in checked.items():
         console.print(f"  {n}: {c.get('ops', 0):,} operations, {c.get('threads', 0)} "
                       f"thread(s), peak live {human_bytes(c.get('peak_live_bytes', 0))}")
     console.print("  allocators: " + ", ".join(a.name for a in allocs))
 
-    meta = {**_meta_head(opts, paths, reps), "suite": SUITE, "baseline": allocs[0].name,
+    meta = {**session.meta_head(opts, paths, reps), "suite": SUITE, "baseline": allocs[0].name,
             "frag": True, "cache": opts.instructions, "ordered": opts.ordered,
             "lenient": opts.lenient,
             "allocators": [a.to_json() for a in allocs],
@@ -226,43 +215,34 @@ def run_replay(opts: ReplayOptions, console: Console) -> int:
                 "peak_live_objects": c.get("peak_live_objects"),
                 "allocations": c.get("objects"), "bytes_allocated": c.get("bytes_allocated"),
                 "operations": c.get("ops"), "threads": c.get("threads")})
-    started = time.monotonic()
-    try:
-        with _progress(console) as progress:
-            task = progress.add_task("starting", total=estimate)
-            step = _stepper(console, progress, task, started)
-            for rep in range(reps):
-                for wi, (n, t) in enumerate(zip(names, traces)):
-                    for a in _rotate(allocs, rep + wi):
-                        profile = out / PROFILES / profile_name(n, a.name) if rep == 0 else None
-                        argv = driver_argv(program, t, opts, profile)
-                        res = step(f"rep {rep + 1}/{reps} {n} / {a.name}", nominal[n],
-                                   lambda argv=argv, a=a: runner.run_once(
-                                       argv, a.environment(base_env), None, opts.timeout,
-                                       capture_stdout=True))
-                        entry = time_record(n, a.name, rep, res)
-                        record(entry)
-                        if entry["status"] != "ok":
-                            progress.console.print(
-                                f"[red]{n} under {a.name}: {entry['status']}[/red] "
-                                f"({driver_message(res.stderr_tail)[:160]})")
-            for n, t in zip(names, traces) if opts.instructions else ():
-                for a in allocs:
-                    argv = driver_argv(program, t, opts, None)
-                    res = step(f"callgrind {n} / {a.name}", nominal[n] * CALLGRIND_SLOWDOWN,
-                               lambda argv=argv, a=a: run_callgrind(
-                                   argv, a.environment(base_env),
-                                   opts.timeout * CALLGRIND_SLOWDOWN))
-                    record({"kind": "cache", "workload": n, "allocator": a.name, **res})
-    except KeyboardInterrupt:
-        return _interrupted(console, out)
-    finally:
-        writer.close()
-    files = draw(out, meta, runs, console, opts.plots)
-    console.print(f"\nwrote {out}/: " + ", ".join(files)
-                  + f" (raw: {results.RUNS_FILE}, {results.META_FILE}, {PROFILES}/); took "
-                  f"{_fmt_duration(time.monotonic() - started)}")
-    return 0
+
+    def run_all(step, progress):
+        for rep in range(reps):
+            for wi, (n, t) in enumerate(zip(names, traces)):
+                for a in session.rotate(allocs, rep + wi):
+                    profile = out / PROFILES / profile_name(n, a.name) if rep == 0 else None
+                    argv = driver_argv(program, t, opts, profile)
+                    res = step(f"rep {rep + 1}/{reps} {n} / {a.name}", nominal[n],
+                               lambda argv=argv, a=a: runner.run_once(
+                                   argv, a.environment(base_env), None, opts.timeout,
+                                   capture_stdout=True))
+                    entry = time_record(n, a.name, rep, res)
+                    record(entry)
+                    if entry["status"] != "ok":
+                        progress.console.print(
+                            f"[red]{n} under {a.name}: {entry['status']}[/red] "
+                            f"({driver_message(res.stderr_tail)[:160]})")
+        for n, t in zip(names, traces) if opts.instructions else ():
+            for a in allocs:
+                argv = driver_argv(program, t, opts, None)
+                res = step(f"callgrind {n} / {a.name}", nominal[n] * CALLGRIND_SLOWDOWN,
+                           lambda argv=argv, a=a: run_callgrind(
+                               argv, a.environment(base_env),
+                               opts.timeout * CALLGRIND_SLOWDOWN))
+                record({"kind": "cache", "workload": n, "allocator": a.name, **res})
+
+    return session.measure(console, out, writer, estimate, run_all,
+                           lambda: draw(out, meta, runs, console, opts.plots), f", {PROFILES}/")
 
 
 def profile_name(workload: str, allocator: str) -> str:
@@ -306,11 +286,12 @@ def markdown_notes(meta: dict, drawn: bool) -> list:
     return out
 
 
-def draw(folder: Path, meta: dict, runs: list, console: Console, plots: bool) -> list:
+def draw(folder: Path, meta: dict, runs: list, console: Console, draw_plots: bool) -> list:
     """Tables, files and plots of a replay folder: compare's, plus the heap profile."""
     summary = results.summarise(meta, runs)
     report.print_summary(console, summary, meta)
-    drawn = plots and draw_heap_profiles(folder, meta)
-    files = report.write_all(folder, summary, meta, results.rows(summary), runs, plots=plots,
+    drawn = draw_plots and draw_heap_profiles(folder, meta)
+    files = report.write_all(folder, summary, meta, results.rows(summary), runs,
+                             plots=draw_plots,
                              extra_markdown=markdown_notes(meta, drawn))
     return files + ([PROFILE_PNG] if drawn else [])

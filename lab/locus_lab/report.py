@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .common import LabError, human_bytes
+from .plots import pyplot, save_with_legend
 from .suite import MANY_THREADS, SCALING_ONE, SCALING_TWO
 
 # ---- cell formatting (shared by the terminal and Markdown tables) --------------------------------
@@ -57,6 +58,11 @@ def _fmt_ratio(key):
 
 fmt_frag = _fmt_ratio("frag")
 fmt_frag_rss = _fmt_ratio("frag_rss")
+
+
+def fmt_times(v) -> str:
+    """A ratio as a multiple ("1.25x"); "-" when there is none."""
+    return f"{v:.2f}x" if v is not None else "-"
 
 
 def fmt_count(n: float) -> str:
@@ -294,19 +300,12 @@ def write_json(path: Path, summary: dict, rows: list) -> None:
 
 # ---- plots ------------------------------------------------------------------------------------
 
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
 def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=False):
     """Grouped bars: one group per workload (plus the geometric mean), one bar per allocator."""
     allocs, works = summary["allocators"], list(summary["workloads"])
     groups = works + (["geomean"] if geo_key and _shows_geomean(summary) else [])
     width = 0.8 / max(1, len(allocs))
-    colors = _pyplot().get_cmap("tab10" if len(allocs) <= 10 else "tab20")
+    colors = pyplot().get_cmap("tab10" if len(allocs) <= 10 else "tab20")
     for i, a in enumerate(allocs):
         xs, ys, errs, fails = [], [], [[], []], []
         for g, w in enumerate(groups):
@@ -345,22 +344,12 @@ def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=
 
 
 def _figure(n_panels, summary):
-    plt = _pyplot()
+    plt = pyplot()
     width = max(8.0, 1.2 + 0.22 * len(summary["allocators"]) * (len(summary["workloads"]) + 1))
     height = 3.6 if len(summary["allocators"]) <= 8 else 4.6
     fig, axes = plt.subplots(n_panels, 1, figsize=(min(width, 22), height * n_panels),
                              squeeze=False)
-    return plt, fig, [ax for row in axes for ax in row]
-
-
-def _finish(plt, fig, axes, path, title):
-    axes[0].set_title(title)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 5),
-               bbox_to_anchor=(0.5, 0.0), frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    return fig, [ax for row in axes for ax in row]
 
 
 def plot_all(folder: Path, summary: dict) -> list:
@@ -375,41 +364,42 @@ def plot_all(folder: Path, summary: dict) -> list:
         n = cell["wall_norm"]
         return (n - cell["wall_min_s"] / b["wall_s"], cell["wall_max_s"] / b["wall_s"] - n)
 
-    plt, fig, axes = _figure(1, summary)
+    fig, axes = _figure(1, summary)
     _bars(axes[0], summary, lambda c: c.get("wall_norm"), err,
           f"run time (x {base})", geo_key="wall_norm")
-    _finish(plt, fig, axes, folder / "time.png",
-            f"Run time normalised to {base} (median, bars: min-max; x = failed)")
+    save_with_legend(fig, axes, folder / "time.png",
+                     f"Run time normalised to {base} (median, bars: min-max; x = failed)")
     written.append("time.png")
 
-    plt, fig, axes = _figure(2, summary)
+    fig, axes = _figure(2, summary)
     _bars(axes[0], summary, lambda c: c.get("maxrss_norm"), None, f"peak RSS (x {base})",
           geo_key="maxrss_norm")
     _bars(axes[1], summary, lambda c: c.get("minflt_norm"), None,
           f"minor page faults (x {base})", geo_key="minflt_norm")
-    _finish(plt, fig, axes, folder / "memory.png", f"Peak memory normalised to {base}")
+    save_with_legend(fig, axes, folder / "memory.png", f"Peak memory normalised to {base}")
     written.append("memory.png")
 
     if any(c.get("frag") for c in summary["cells"].values()):
-        plt, fig, axes = _figure(2, summary)
+        fig, axes = _figure(2, summary)
         _bars(axes[0], summary, lambda c: c.get("frag"), None,
               "peak anon / peak live bytes", geo_key="frag")
         _bars(axes[1], summary, lambda c: c.get("frag_rss"), None,
               "peak RSS / peak live bytes (seed 002)", geo_key="frag_rss")
-        _finish(plt, fig, axes, folder / "frag.png",
-                "Fragmentation: peak anonymous memory, and peak RSS, over peak live bytes "
-                "requested")
+        save_with_legend(fig, axes, folder / "frag.png",
+                         "Fragmentation: peak anonymous memory, and peak RSS, over peak live "
+                         "bytes requested")
         written.append("frag.png")
 
     if any("instructions" in c for c in summary["cells"].values()):
-        plt, fig, axes = _figure(3, summary)
+        fig, axes = _figure(3, summary)
         for ax, (key, label) in zip(axes, (("instructions", "instructions"),
                                            ("l1_misses", "L1 misses"),
                                            ("ll_misses", "last-level misses"))):
             _bars(ax, summary, lambda c, k=key: c.get(k + "_norm"), None,
                   f"{label} (x {base})", geo_key=key + "_norm")
-        _finish(plt, fig, axes, folder / "cache.png",
-                f"Cachegrind: instructions and simulated cache misses, normalised to {base}")
+        save_with_legend(fig, axes, folder / "cache.png",
+                         "Cachegrind: instructions and simulated cache misses, normalised "
+                         f"to {base}")
         written.append("cache.png")
     return written
 
@@ -463,6 +453,30 @@ def md_failures(title: str, cells, label) -> list:
     return out + [""]
 
 
+def md_suite_heading(title: str, meta: dict, command: str) -> list:
+    """The first lines of a suite's report.md (regions, hints): the title, the command that
+    made it (`command` when meta.json does not say), the machine and the repetitions."""
+    m = meta.get("machine", {})
+    return [f"# {title}", "",
+            f"Made by `{meta.get('command', command)}` on {meta.get('created', '?')}.", "",
+            f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, Linux "
+            f"{m.get('kernel', '?')}, {m.get('libc', '')}. Repetitions: "
+            f"{meta.get('repetitions')} (interleaved; medians)"
+            f"{'; quick (1/20 of the work)' if meta.get('quick') else ''}.", ""]
+
+
+def md_allocators_and_notes(meta: dict) -> list:
+    """The report's table of allocators, then the run's notes as quotes."""
+    out = ["## Allocators", "", "| name | kind | library | version |", "|---|---|---|---|"]
+    for a in meta.get("allocators", []):
+        out.append(f"| {a['name']} | {a['kind']} | {a.get('library') or '(none: the C library)'}"
+                   f" | {a.get('version', '')} |")
+    out.append("")
+    for note in meta.get("notes", []):
+        out += [f"> {note}", ""]
+    return out
+
+
 def write_markdown(folder: Path, summary: dict, meta: dict, plots: list,
                    extra: list = ()) -> None:
     """report.md; `extra`: Markdown lines of a caller's own sections (`locus replay`'s),
@@ -510,14 +524,7 @@ def write_markdown(folder: Path, summary: dict, meta: dict, plots: list,
     out += md_failures("Failures", summary["cells"].values(),
                        lambda c: f"{c['workload']} under {c['allocator']}")
     out += list(extra)
-    out += ["## Allocators", "", "| name | kind | library | version |", "|---|---|---|---|"]
-    for a in meta.get("allocators", []):
-        out.append(f"| {a['name']} | {a['kind']} | {a.get('library') or '(none: the C library)'}"
-                   f" | {a.get('version', '')} |")
-    out += [""]
-    for note in meta.get("notes", []):
-        out.append(f"> {note}")
-        out.append("")
+    out += md_allocators_and_notes(meta)
     out += ["## Workloads", "", "| name | command | what |", "|---|---|---|"]
     root = meta.get("repository", "")
     for w in meta.get("workloads", []):

@@ -9,11 +9,11 @@ Everything else (summary.csv/json, plots, report.md) is derived from these two f
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from pathlib import Path
 
 from .common import LabError
+from .stats import geomean, median, overall_status, ratio, spread_pct
 from .suite import MANY_THREADS, SCALING_ONE, SCALING_TWO
 
 META_FILE = "meta.json"
@@ -92,34 +92,6 @@ def load(folder) -> tuple[dict, list]:
 
 # ---- summary ----------------------------------------------------------------------------------
 
-def geomean(values) -> float | None:
-    vals = [v for v in values if v is not None and v > 0]
-    if not vals:
-        return None
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))
-
-
-def _median(values):
-    vals = [v for v in values if v is not None]
-    return statistics.median(vals) if vals else None
-
-
-def _ratio(a, b):
-    if a is None or b is None or b == 0:
-        return None
-    return a / b
-
-
-def _status(statuses: list) -> str:
-    failed = [s for s in statuses if s != "ok"]
-    if not statuses:
-        return "not run"
-    if not failed:
-        return "ok"
-    first = failed[0]
-    return first if len(failed) == len(statuses) else f"{first} {len(failed)}/{len(statuses)}"
-
-
 def summarise(meta: dict, runs: list) -> dict:
     """Medians per (workload, allocator), normalised to the baseline, plus geometric means,
     two-thread scaling and a verdict. A cell is "ok" only when every repetition ended with
@@ -144,17 +116,15 @@ def summarise(meta: dict, runs: list) -> dict:
             timed = [r for r in mine if r.get("kind") == "time"]
             ok = [r for r in timed if r.get("status") == "ok"]
             cell = {"workload": w, "allocator": a, "runs": len(timed), "ok_runs": len(ok),
-                    "status": _status([r.get("status") for r in timed]),
+                    "status": overall_status([r.get("status") for r in timed]),
                     "in_geomean": w not in excluded}
             for m in TIME_METRICS:
                 vals = [r.get(m) for r in ok]
-                cell[m] = _median(vals)
+                cell[m] = median(vals)
                 if m == "wall_s" and vals:
                     cell["wall_min_s"] = min(vals)
                     cell["wall_max_s"] = max(vals)
-                    med = cell[m]
-                    cell["wall_spread_pct"] = (100.0 * (max(vals) - min(vals)) / med
-                                               if med and len(vals) > 1 else None)
+                    cell["wall_spread_pct"] = spread_pct(vals, cell[m])
             if cell["status"] != "ok":
                 cell["failure"] = next((r.get("stderr_tail", "") for r in timed
                                         if r.get("status") != "ok"), "")
@@ -164,9 +134,9 @@ def summarise(meta: dict, runs: list) -> dict:
             # (peak RSS, all the memory the process holds from the OS, / peak live bytes)
             cell["frag"] = cell["frag_rss"] = None
             if lv and cell["status"] == "ok" and w not in no_frag:
-                cell["frag"] = _ratio((cell["peak_anon_kib"] or 0) * 1024 or None,
+                cell["frag"] = ratio((cell["peak_anon_kib"] or 0) * 1024 or None,
                                       lv["peak_live_bytes"])
-                cell["frag_rss"] = _ratio((cell["maxrss_kib"] or 0) * 1024 or None,
+                cell["frag_rss"] = ratio((cell["maxrss_kib"] or 0) * 1024 or None,
                                           lv["peak_live_bytes"])
             cache = next((r for r in mine if r.get("kind") == "cache"), None)
             if cache:
@@ -184,13 +154,13 @@ def summarise(meta: dict, runs: list) -> dict:
         base = cells.get((w, baseline), {})
         both_ok = cell["status"] == "ok" and base.get("status") == "ok"
         for m, norm in NORMALISED.items():
-            cell[norm] = _ratio(cell.get(m), base.get(m)) if both_ok else None
+            cell[norm] = ratio(cell.get(m), base.get(m)) if both_ok else None
         for m in CACHE_METRICS:
             if m in cell:
-                cell[m + "_norm"] = _ratio(cell.get(m), base.get(m))
+                cell[m + "_norm"] = ratio(cell.get(m), base.get(m))
         for m in PERF_METRICS:
             if "perf_" + m in cell:
-                cell["perf_" + m + "_norm"] = _ratio(cell.get("perf_" + m), base.get("perf_" + m))
+                cell["perf_" + m + "_norm"] = ratio(cell.get("perf_" + m), base.get("perf_" + m))
 
     scaling = two_thread_scaling(cells, allocators)
     for a, s in scaling.items():
@@ -213,7 +183,7 @@ def summarise(meta: dict, runs: list) -> dict:
                     "ll_misses_norm"):
             entry[key] = geomean(c.get(key) for c in counted)
         spreads = [c.get("wall_spread_pct") for c in mine if c.get("wall_spread_pct") is not None]
-        entry["wall_spread_pct_median"] = _median(spreads)
+        entry["wall_spread_pct_median"] = median(spreads)
         means[a] = entry
 
     return {"baseline": baseline, "allocators": allocators, "workloads": workloads,

@@ -27,6 +27,7 @@ from pathlib import Path
 from .common import LabError
 
 SAMPLE_PERIOD_S = 0.005
+CACHEGRIND_SLOWDOWN = 60    # cachegrind runs a program about this many times slower
 
 
 @dataclass

@@ -8,9 +8,12 @@ histograms and the memory profile over allocation time (seed 004 Fig. 5).
 Every statistic is computed on whole arrays (numpy): events are put in clock order, each
 allocation is matched with the release of the same address that follows it, and live bytes
 are a running sum of +size at allocations and -size at their releases.
+
+The commands `locus trace` and `locus trace stats`, with their tables, are at the end.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import struct
@@ -18,8 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
+from rich.table import Table
 
-from .common import TRACER_SOURCE, LabError, Paths, built_or_compiled
+from . import allocators as alloc_mod
+from . import plots, runner, suite
+from .common import TRACER_SOURCE, LabError, Paths, built_or_compiled, find_paths, human_bytes
 
 # ---- the format --------------------------------------------------------------------------
 
@@ -383,3 +390,180 @@ def file_stats(path) -> dict:
     stats["file"] = str(path)
     stats["header"] = t.header
     return stats
+
+
+# ---- the commands: locus trace, locus trace stats -----------------------------------------
+
+QUICK_STATS_LIMIT = 5_000_000  # records; `locus trace` summarises smaller traces at once
+
+
+def cmd_trace(args, command: list, console: Console) -> int:
+    if not command:
+        raise LabError("give the program to trace after --, e.g. locus trace -- ls -l")
+    paths = find_paths(args.build_dir)
+    workload = suite.command_workload(command)
+    allocator = None
+    if args.allocator:
+        allocator = alloc_mod.select(alloc_mod.discover(paths), args.allocator)[0]
+    tracer = tracer_library(paths)
+    out = Path(args.output).resolve()
+    if out.is_dir():
+        raise LabError(f"{args.output} is a folder; give a file name")
+    if not out.parent.is_dir():
+        raise LabError(f"no such folder: {out.parent}")
+    clear_trace_files(out)
+    env = trace_environment(dict(os.environ), tracer, out, allocator, summary=args.summary)
+    res = runner.run_once(workload.argv, env, passthrough=True)
+    files = trace_files(out)
+    err = Console(stderr=True, highlight=False)
+    err.print(f"[bold]locus trace[/bold]: {workload.description}: {res.status}, "
+              f"{res.wall_s:.2f} s, peak RSS {human_bytes(res.maxrss_kib * 1024)}")
+    if not files:
+        err.print("[red]no trace was written[/red] (a static program, or one that "
+                  "bypasses the dynamic loader, cannot be traced)")
+        return 1
+    if args.summary:
+        for f in files:
+            s = read_summary(f)
+            err.print(f"{f}: peak live {human_bytes(s.get('peak_live_bytes', 0))}, "
+                      f"{s.get('allocations', 0):,} allocations")
+    else:
+        rows = process_table(out)
+        if len(rows) > 1:
+            print_processes(err, rows, f"{len(rows)} processes traced, busiest first")
+        shown = Path(process_trace(out))
+        t = read_trace(shown)
+        err.print(f"wrote {shown} ({t.header['records']:,} records, "
+                  f"{human_bytes(shown.stat().st_size)}; process {t.header['pid']} "
+                  f"({t.header['comm']}))" + (f"; {len(files) - 1} more process trace(s) "
+                                               f"{out.name}.<pid>" if len(files) > 1 else ""))
+        if len(t.records) <= QUICK_STATS_LIMIT:  # larger traces take a while: on request
+            stats = compute_stats(t.records, profile_points=10)
+            err.print(f"  objects {stats['total_objects']:,}, max in use "
+                      f"{stats['max_objects_in_use']:,}, average size "
+                      f"{stats['average_size']:.0f} B, max bytes in use "
+                      f"{human_bytes(stats['max_bytes_in_use'])}, total/max "
+                      f"{stats['total_over_max']:.1f}")
+        err.print(f"  statistics: locus trace stats {args.output}"
+                  + (" [--pid PID]" if len(rows) > 1 else ""))
+    if res.ok:
+        return 0
+    return res.exit_code if res.exit_code else 1
+
+
+PROCESSES_SHOWN = 15
+
+
+def print_processes(console: Console, rows: list, title: str) -> None:
+    """The processes of a traced tree (process_table), the busiest first."""
+    t = Table(title=title, title_justify="left", caption_justify="left",
+              caption=f"{sum(r['records'] for r in rows):,} records in all")
+    for col, just in (("pid", "right"), ("parent", "right"), ("program", "left"),
+                      ("records", "right"), ("file", "left")):
+        t.add_column(col, justify=just)
+    for r in rows[:PROCESSES_SHOWN]:
+        t.add_row(str(r["pid"]), str(r["ppid"]), r["comm"], f"{r['records']:,}",
+                  Path(r["file"]).name)
+    if len(rows) > PROCESSES_SHOWN:
+        rest = rows[PROCESSES_SHOWN:]
+        t.add_row("", "", f"{len(rest)} more", f"{sum(r['records'] for r in rest):,}", "")
+    console.print(t)
+
+
+def cmd_trace_stats(args, console: Console) -> int:
+    """Statistics of one process. Given the base name of a tree (FILE with FILE.<pid>
+    beside it), the processes are listed and the one shown is the busiest (the program a
+    wrapper started), or --pid's."""
+    chosen = process_trace(args.file, args.pid)
+    rows = process_table(args.file)
+    stats = dict(file_stats(chosen))
+    if len(rows) > 1:
+        stats["processes"] = rows
+    if args.plot:
+        plots.plot_trace(stats, args.plot)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    if len(rows) > 1:
+        print_processes(console, rows, f"{args.file}: {len(rows)} processes traced, busiest "
+                        f"first (--pid PID for another)")
+        console.print(f"showing process {stats['header']['pid']} ({stats['header']['comm']}): "
+                      f"{chosen}")
+    print_trace_stats(console, stats, args.top)
+    if args.plot:
+        console.print(f"wrote {args.plot}")
+    return 0
+
+
+def _bar(pct: float, width: int = 30) -> str:
+    n = int(round(pct / 100 * width))
+    return "#" * n
+
+
+def print_trace_stats(console: Console, s: dict, top: int = 10) -> None:
+    h = s.get("header", {})
+    console.print(f"[bold]{s['file']}[/bold]: process {h.get('pid')} ({h.get('comm')}), "
+                  f"{h.get('records', 0):,} records, {s['threads']} thread(s)")
+    t = Table(title="Allocation statistics (seed 000 Table 1, seed 004 Table 3)",
+              title_justify="left", show_header=False)
+    t.add_column("statistic")
+    t.add_column("value", justify="right")
+    rows = [
+        ("Total objects", f"{s['total_objects']:,}"),
+        ("Max objects in use", f"{s['max_objects_in_use']:,}"),
+        ("Average object size (bytes)", f"{s['average_size']:,.1f}"),
+        ("Total memory (bytes)", f"{s['total_bytes']:,}"),
+        ("Max in use (bytes)", f"{s['max_bytes_in_use']:,}"),
+        ("Total/max", f"{s['total_over_max']:,.1f}"),
+        ("Releases (free, delete, realloc)", f"{s['releases']:,}"),
+        ("Live at exit", f"{s['live_objects_at_exit']:,} objects, "
+                         f"{s['live_bytes_at_exit']:,} bytes"),
+        ("Failed allocations", f"{s['failed_allocations']:,}"),
+        ("Releases of unknown blocks", f"{s['unmatched_releases']:,}"),
+        ("Allocation call sites", f"{s['call_sites']:,}"),
+    ]
+    lt = s["lifetime"]
+    if lt["median"] is not None:
+        rows.append(("Lifetime, in allocations (median / mean / p90)",
+                     f"{lt['median']:,.0f} / {lt['mean']:,.1f} / {lt['p90']:,.0f}"))
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+
+    calls = Table(title="Calls", title_justify="left")
+    calls.add_column("function")
+    calls.add_column("calls", justify="right")
+    for name, n in s["calls"].items():
+        calls.add_row(name, f"{n:,}")
+    console.print(calls)
+
+    sizes = Table(title="Object sizes (bytes requested)", title_justify="left")
+    for col, just in (("size", "left"), ("objects", "right"), ("%", "right"),
+                      ("bytes", "right"), ("", "left")):
+        sizes.add_column(col, justify=just)
+    for row in s["size_histogram"]:
+        if row["objects"]:
+            sizes.add_row(row["bucket"], f"{row['objects']:,}", f"{row['percent']:.1f}",
+                          f"{row['bytes']:,}", _bar(row["percent"]))
+    console.print(sizes)
+
+    life = Table(title="Lifetimes (allocations between birth and release)",
+                 title_justify="left")
+    for col, just in (("lifetime", "left"), ("objects", "right"), ("%", "right"),
+                      ("", "left")):
+        life.add_column(col, justify=just)
+    for row in s["lifetime_histogram"]:
+        if row["objects"]:
+            life.add_row(row["bucket"], f"{row['objects']:,}", f"{row['percent']:.1f}",
+                         _bar(row["percent"]))
+    console.print(life)
+
+    if s["top_sites"]:
+        sites = Table(title=f"Busiest call sites (of {s['call_sites']:,})", title_justify="left")
+        for col, just in (("site id", "left"), ("objects", "right"), ("bytes", "right"),
+                          ("average size", "right")):
+            sites.add_column(col, justify=just)
+        for row in s["top_sites"][:top]:
+            sites.add_row(row["site"], f"{row['objects']:,}", f"{row['bytes']:,}",
+                          f"{row['average_size']:,.1f}")
+        console.print(sites)

@@ -1,5 +1,6 @@
 """Shared fixtures: the repository's paths, the tracer, compiling test programs, running
 the `locus` command."""
+import json
 import os
 import shutil
 import subprocess
@@ -20,6 +21,10 @@ BUILD_ARGS = ["--build-dir", BUILD_DIR] if BUILD_DIR else []
 LOCUS = BUILD / "lib" / "liblocus.so"
 
 
+# Marks a test that needs build/lib/liblocus.so.
+needs_locus = pytest.mark.skipif(not LOCUS.exists(), reason="build/lib/liblocus.so not built")
+
+
 def run_bench(name, *args, preload=None, timeout=120):
     """Runs build/bench/NAME ARGS, under LD_PRELOAD=preload if given (else no preload)."""
     env = dict(os.environ)
@@ -28,6 +33,17 @@ def run_bench(name, *args, preload=None, timeout=120):
         env["LD_PRELOAD"] = str(preload)
     return subprocess.run([str(BUILD / "bench" / name), *map(str, args)], env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def bench_program(name):
+    """For the tests of one bench program: a mark that skips a test while build/bench/NAME is
+    not built, and run(*args, preload=None) running it (run_bench)."""
+    needs = pytest.mark.skipif(not (BUILD / "bench" / name).exists(),
+                               reason=f"build/bench/{name} not built")
+
+    def run(*args, preload=None):
+        return run_bench(name, *args, preload=preload)
+    return needs, run
 
 
 @pytest.fixture(scope="session")
@@ -88,3 +104,24 @@ def run_locus(*args, cwd=None, env=None, timeout=600):
         full_env.update(env)
     return subprocess.run([sys.executable, "-m", "locus_lab", *map(str, args)], cwd=cwd,
                           env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+# Every results folder has these (results.py, report.py); a suite adds its own files.
+RESULTS_FILES = ("report.md", "summary.csv", "summary.json", "runs.jsonl", "runs.csv",
+                 "meta.json")
+
+
+def compare_suite(suite, tmp_path, *args, files=()):
+    """`locus compare --suite SUITE --quick ARGS` into tmp_path/results: checks that it ended
+    well, without a traceback, and wrote the results files and FILES (none empty), and that
+    its summary.json names the suite. Returns the CompletedProcess, the folder and
+    summary.json."""
+    out = tmp_path / "results"
+    r = run_locus("compare", "--suite", suite, "--quick", *args, "--output", out, *BUILD_ARGS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    for name in RESULTS_FILES + tuple(files):
+        assert (out / name).stat().st_size > 0, name
+    data = json.loads((out / "summary.json").read_text())
+    assert data["suite"] == suite
+    return r, out, data

@@ -1,22 +1,13 @@
 """The hints suite (seed 001): the program bench/hints.cpp in both modes, and
 `locus compare --suite hints` planning, summarising and reporting."""
-import json
-
 import pytest
 
-from locus_lab import hints
+from locus_lab import hints, stats
 from locus_lab.allocators import Allocator
 
-from conftest import BUILD, BUILD_ARGS, LOCUS, run_bench, run_locus
+from conftest import BUILD_ARGS, LOCUS, bench_program, compare_suite, needs_locus, run_locus
 
-PROGRAM = BUILD / "bench" / "hints"
-
-needs_program = pytest.mark.skipif(not PROGRAM.exists(), reason="build/bench/hints not built")
-needs_locus = pytest.mark.skipif(not LOCUS.exists(), reason="build/lib/liblocus.so not built")
-
-
-def run_program(*args, preload=None):
-    return run_bench("hints", *args, preload=preload)
+needs_program, run_program = bench_program("hints")
 
 
 @needs_program
@@ -71,7 +62,7 @@ def test_plan_and_summary():
     vam = s["cells"][("list", "hints", "locus-vam")]
     assert vam["traverse_vs_base"] == pytest.approx(0.5)
     assert vam["lld_vs_base"] == pytest.approx(0.5) and vam["rss_over_live"] == pytest.approx(2)
-    assert s["cells"][("list", "hints", "glibc")]["status"] == hints.WRONG_CHECKSUM
+    assert s["cells"][("list", "hints", "glibc")]["status"] == stats.WRONG_CHECKSUM
     acc = hints.accuracy_rows(s)
     assert [(r["allocator"], r["page_hints"]) for r in acc] == [("glibc", 0.9),
                                                                 ("locus-vam", 0.9)]
@@ -80,16 +71,9 @@ def test_plan_and_summary():
 @needs_program
 @needs_locus
 def test_compare_suite_hints_end_to_end(tmp_path):
-    out = tmp_path / "results"
-    r = run_locus("compare", "--suite", "hints", "--quick", "-a", "glibc,locus", "--output",
-                  out, *BUILD_ARGS)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "Traceback" not in r.stderr
-    for name in ("report.md", "summary.csv", "accuracy.csv", "summary.json", "runs.jsonl",
-                 "runs.csv", "meta.json", "hints_time.png", "hints_accuracy.png"):
-        assert (out / name).stat().st_size > 0, name
-    data = json.loads((out / "summary.json").read_text())
-    assert data["suite"] == "hints" and data["baseline"] == "glibc"
+    r, out, data = compare_suite("hints", tmp_path, "-a", "glibc,locus",
+                                 files=("accuracy.csv", "hints_time.png", "hints_accuracy.png"))
+    assert data["baseline"] == "glibc"
     got = {(row["workload"], row["mode"], row["allocator"]): row for row in data["results"]}
     assert len(got) == len(hints.WORKLOADS) * 2 * 2
     for row in data["results"]:

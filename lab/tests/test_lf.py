@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from locus_lab import compare, report, results, suite
+from locus_lab import report, results, session, suite
 from locus_lab.common import Paths
 
 from conftest import run_locus
@@ -68,14 +68,13 @@ def fake_build(tmp_path, designs):
 def test_lf_allocators_are_found_by_design(tmp_path):
     need_built("espresso")
     paths = fake_build(tmp_path, [("pow2", "pow2"), ("lf", "lf"), ("phk", "phk")])
-    allocs, _ = compare._region_allocators(compare.CompareOptions(), paths, suite.LF_DESIGNS,
-                                           "the lf suite")
+    allocs, _ = session.suite_allocators(paths, None, None, suite.LF_DESIGNS, "the lf suite")
     names = [a.name for a in allocs]
     assert names[:4] == ["glibc", "locus-vam", "locus-lf", "locus-pow2"]
     assert "locus-phk" not in names
     # without them, the suite runs under the others
     paths = fake_build(tmp_path / "none", [])
-    allocs, _ = compare._region_allocators(compare.CompareOptions(), paths, suite.LF_DESIGNS)
+    allocs, _ = session.suite_allocators(paths, None, None, suite.LF_DESIGNS)
     assert [a.name for a in allocs][:2] == ["glibc", "locus-vam"]
 
 

@@ -1,23 +1,15 @@
 """The regions suite (seed 004): the program bench/regions.c in every mode, and
 `locus compare --suite regions` planning, summarising and reporting."""
-import json
 import re
 
 import pytest
 
-from locus_lab import allocators, regions
+from locus_lab import allocators, plots, regions, stats
 from locus_lab.allocators import Allocator
 
-from conftest import BUILD, BUILD_ARGS, LOCUS, run_bench, run_locus
+from conftest import BUILD_ARGS, LOCUS, bench_program, compare_suite, needs_locus, run_locus
 
-PROGRAM = BUILD / "bench" / "regions"
-
-needs_program = pytest.mark.skipif(not PROGRAM.exists(), reason="build/bench/regions not built")
-needs_locus = pytest.mark.skipif(not LOCUS.exists(), reason="build/lib/liblocus.so not built")
-
-
-def run_program(*args, preload=None):
-    return run_bench("regions", *args, preload=preload)
+needs_program, run_program = bench_program("regions")
 
 
 def result_line(r):
@@ -85,7 +77,7 @@ def test_profile_has_both_curves(tmp_path):
     csv = tmp_path / "p.csv"
     r = run_program("parser", "emulate", 1, "--quick", "--profile", csv)
     parsed = regions.parse_output(r.stdout)
-    rows = regions.read_profile(csv)
+    rows = plots.read_profile(csv)
     assert csv.read_text().startswith("allocations,live_bytes,held_bytes\n")
     assert len(rows) == parsed["samples"] > 100
     times = [t for t, _, _ in rows]
@@ -181,7 +173,7 @@ def test_summary_flags_a_wrong_checksum_and_failures():
         if r["mode"] == "apr":
             r.update(status="exit 1", stderr_tail="regions: error: content mismatch")
     s = regions.summarise(meta, runs)
-    assert s["cells"][("compiler", "emulate", "jemalloc")]["status"] == regions.WRONG_CHECKSUM
+    assert s["cells"][("compiler", "emulate", "jemalloc")]["status"] == stats.WRONG_CHECKSUM
     assert s["cells"][("compiler", "apr", "glibc")]["status"] == "exit 1"
     assert s["cells"][("compiler", "emulate", "mimalloc")]["status"] == "ok"
     assert not any("apr" in c["against"] for c in s["checks"])
@@ -200,16 +192,9 @@ def test_no_time_check_against_bump_where_objects_are_freed():
 @needs_program
 @needs_locus
 def test_compare_suite_regions_end_to_end(tmp_path):
-    out = tmp_path / "results"
-    r = run_locus("compare", "--suite", "regions", "--quick", "-w", "compiler", "--output", out,
-                  *BUILD_ARGS)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "Traceback" not in r.stderr
-    for name in ("report.md", "summary.csv", "summary.json", "runs.jsonl", "runs.csv",
-                 "meta.json", "regions_time.png", "regions_memory.png", "regions_profile.png"):
-        assert (out / name).stat().st_size > 0, name
-    data = json.loads((out / "summary.json").read_text())
-    assert data["suite"] == "regions" and data["flagship"] == "locus-vam"
+    r, out, data = compare_suite("regions", tmp_path, "-w", "compiler", files=(
+        "regions_time.png", "regions_memory.png", "regions_profile.png"))
+    assert data["flagship"] == "locus-vam"
     got = {(row["mode"], row["allocator"]): row for row in data["results"]}
     assert ("locus", "locus-vam") in got and ("bump", "glibc") in got
     assert ("emulate", "glibc") in got and ("emulate", "locus-vam") in got
