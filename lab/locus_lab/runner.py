@@ -9,7 +9,9 @@ mark of resident memory, reset at exec) and the peak anonymous memory the larges
 (the heap's pages that are touched and not given back, without the file-backed pages of
 program text and libraries that RSS also counts). ru_maxrss is kept in the raw data but
 not used: Linux folds the RSS of the pre-exec copy of the parent (here, the lab's own
-Python process) into it.
+Python process) into it. The one exception: a program that ended before the first sample
+could read its status (under load, a run of a few milliseconds) has no sampled peak, and
+then ru_maxrss, an upper bound, stands in for it rather than a peak of 0.
 """
 from __future__ import annotations
 
@@ -192,7 +194,8 @@ def run_once(argv: list, env: dict, cwd: str | None = None, timeout: float | Non
         state = "ok" if exit_code == 0 else f"exit {exit_code}"
     if "cannot be preloaded" in stderr_tail:
         state = "preload-failed"
-    return RunResult(state, wall, usage.ru_utime, usage.ru_stime, sampler.peak_rss_kib,
+    peak_rss = sampler.peak_rss_kib or int(usage.ru_maxrss)
+    return RunResult(state, wall, usage.ru_utime, usage.ru_stime, peak_rss,
                      sampler.peak_anon_kib, int(usage.ru_minflt), int(usage.ru_majflt),
                      exit_code, sig, stderr_tail if state != "ok" else "",
                      int(usage.ru_maxrss), sampler.samples, stdout)
