@@ -5,6 +5,10 @@
 //   list    a std::list of 40-byte nodes built by push_back while temporaries of the node's
 //           size and of other sizes come and go (each freed 8192 allocations later), then
 //           walked end to end many times. Hint: the previous element.
+//   churn   the list under churn: 48-byte nodes, and between two appends 20 operations on a
+//           pool of 65,536 noise objects filled at the start (each replaces a random slot's
+//           object with a new one of the node's size or of 16-256 bytes), so the hint's page
+//           is often full and the free slots near it come and go. Hint: the previous element.
 //   tree    a std::map of random keys built the same way (nodes of 72 bytes), then walked in
 //           order many times and searched root to leaf. Hint: the node at lower_bound(key),
 //           an ancestor of the new leaf (a leaf's in-order neighbours are its ancestors, one
@@ -62,7 +66,7 @@ namespace {
 
 const char *const kUsage =
     "usage: hints WORKLOAD [--hints | --no-hints] [--scale F] [--passes N] [--quick]  "
-    "(WORKLOAD: list, tree, events, graph)";
+    "(WORKLOAD: list, churn, tree, events, graph)";
 
 [[noreturn]] void usage_error(const std::string &why) {
   std::fprintf(stderr, "hints: %s\n%s\n", why.c_str(), kUsage);
@@ -195,6 +199,39 @@ struct temporaries {
   }
 };
 
+// Noise that does not come and go in order: a pool of slots, filled at the start, where each
+// operation replaces the object of a random slot (frees it, then allocates one of `same` bytes
+// half the time, else of 16-256 bytes).
+struct noise_pool {
+  std::vector<std::pair<void *, size_t>> slot;
+  rng r{0xc0ffee};
+  size_t same;
+  noise_pool(size_t slots, size_t same_size) : slot(slots, {nullptr, 0}), same(same_size) {
+    for (auto &e : slot) fill(e);
+  }
+  ~noise_pool() {
+    for (auto &e : slot) std::free(e.first);
+  }
+  void fill(std::pair<void *, size_t> &e) {
+    size_t n = r.below(2) ? same : 16 + r.below(241);
+    e.first = std::malloc(n);
+    if (!e.first) die("malloc returned NULL");
+    *static_cast<uint64_t *>(e.first) = (uint64_t)n * 0x100000001b3ull;
+    e.second = n;
+    add_live(n);
+  }
+  void ops(size_t count) {
+    for (size_t i = 0; i < count; i++) {
+      auto &e = slot[r.below(slot.size())];
+      if (*static_cast<uint64_t *>(e.first) != (uint64_t)e.second * 0x100000001b3ull)
+        die("a noise object was overwritten");
+      std::free(e.first);
+      live_bytes -= e.second;
+      fill(e);
+    }
+  }
+};
+
 // ---- accuracy ---------------------------------------------------------------------------------
 
 struct accuracy {
@@ -259,21 +296,23 @@ struct params {
 
 uint64_t g_bytes_at_build;  // the library's bytes_allocated at the end of the build
 
-template <class P>
-result run_list(const params &prm) {
-  using A = typename P::template alloc<item>;
-  const size_t n = prm.count(300000);
-  const long passes = prm.passes_or(100);
+// A std::list of n Item built by push_back, each node hinting the previous one, with
+// noise() between two appends; then walked end to end `passes` times.
+template <class P, class Item, class Noise>
+result build_and_walk_list(size_t n, long passes, Noise noise) {
+  using A = typename P::template alloc<Item>;
+  constexpr size_t payloads = sizeof(Item::payload) / sizeof(Item::payload[0]);
   locus::hint_cursor cursor;
   result res;
-  std::list<item, A> l(make_alloc<A>(cursor));
-  temporaries tmp(8192);
-  const size_t node = 2 * sizeof(void *) + sizeof(item);
+  std::list<Item, A> l(make_alloc<A>(cursor));
   double t0 = now_s();
   for (size_t i = 0; i < n; i++) {
-    tmp.step(node);
+    noise();
     const void *hint = l.empty() ? nullptr : &l.back();
-    l.push_back(item{i * 2654435761u, {i, ~i}});
+    Item it{};
+    it.key = i * 2654435761u;
+    for (size_t k = 0; k < payloads; k++) it.payload[k] = k == 0 ? i : k == 1 ? ~i : i ^ 0x5555;
+    l.push_back(it);
     res.acc.note(hint, &l.back());
   }
   g_bytes_at_build = locus_bytes_allocated();
@@ -281,10 +320,28 @@ result run_list(const params &prm) {
   uint64_t h = 0;
   for (long p = 0; p < passes; p++) {
     uint64_t sum = 0;
-    for (const item &it : l) sum += it.key ^ it.payload[p & 1];
+    for (const Item &it : l) sum += it.key ^ it.payload[(size_t)p % payloads];
     h = mix(h, sum);
   }
   return finish(res, t0, t1, h, n);
+}
+
+template <class P>
+result run_list(const params &prm) {
+  temporaries tmp(8192);
+  const size_t node = 2 * sizeof(void *) + sizeof(item);
+  return build_and_walk_list<P, item>(prm.count(300000), prm.passes_or(100), [&] { tmp.step(node); });
+}
+
+struct item48 {
+  uint64_t key;
+  uint64_t payload[3];
+};
+
+template <class P>
+result run_churn(const params &prm) {
+  noise_pool noise(65536, 2 * sizeof(void *) + sizeof(item48));
+  return build_and_walk_list<P, item48>(prm.count(300000), prm.passes_or(100), [&] { noise.ops(20); });
 }
 
 // The trees (std::map, std::multimap) of the tree and events workloads: their values, their
@@ -437,6 +494,7 @@ result run_graph(const params &prm) {
 template <class P>
 result run(const std::string &w, const params &prm) {
   if (w == "list") return run_list<P>(prm);
+  if (w == "churn") return run_churn<P>(prm);
   if (w == "tree") return run_tree<P>(prm);
   if (w == "events") return run_events<P>(prm);
   return run_graph<P>(prm);
@@ -454,7 +512,7 @@ double parse_double(const char *s, const char *what) {
 int main(int argc, char **argv) {
   if (argc < 2) usage_error("no workload");
   std::string w = argv[1];
-  if (w != "list" && w != "tree" && w != "events" && w != "graph")
+  if (w != "list" && w != "churn" && w != "tree" && w != "events" && w != "graph")
     usage_error("unknown workload '" + w + "'");
   bool hints = true;
   params prm;

@@ -48,6 +48,20 @@ static inline int bits_find_linear(const uint64_t *w, unsigned nwords, unsigned 
   return -1;
 }
 
+/* The same search from chunk `from` on, wrapping around to the start: the free chunk nearest
+ * after a given one (allocation near a hint). */
+static inline int bits_find_linear_from(const uint64_t *w, unsigned nwords, unsigned from, unsigned *inspected) {
+  unsigned first = from / 64 < nwords ? from / 64 : 0;
+  uint64_t here = w[first] & (~0ull << (from % 64 * (first == from / 64)));
+  for (unsigned n = 0; n <= nwords; n++) {
+    unsigned i = (first + n) % nwords;
+    uint64_t bits = n == 0 ? here : w[i];
+    if (bits) { *inspected = n + 1; return (int)(i * 64 + (unsigned)__builtin_ctzll(bits)); }
+  }
+  *inspected = nwords + 1;
+  return -1;
+}
+
 /* The hybrid allocator's search in software: a summary word has bit i set iff word i has a
  * free chunk (the OR-tree's answer per word); the first set summary bit, then the first set
  * bit of that word (the AND-tree's priority encoder), is the first free chunk. Two words

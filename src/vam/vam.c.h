@@ -81,6 +81,14 @@ static void list_unlink(desc_t **head, desc_t *b) {
   b->next->prev = b->prev;
 }
 
+/* b into a's list right after a. */
+static void list_insert_after(desc_t *a, desc_t *b) {
+  b->next = a->next;
+  b->prev = a;
+  a->next->prev = b;
+  a->next = b;
+}
+
 static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_marker_cookie; }
 
 /* Slot size of a class: the class size rounded up to the quantum (the 8-byte class stays 8),
@@ -313,11 +321,13 @@ static void *vam_alloc(heap_t *h, size_t size, bool zero);
 
 static inline size_t vam_bitmap_words(const desc_t *b) { return b->aux8; }
 
-/* vam-bitmap: the first free slot by PHKmalloc's linear search, or NULL. */
-static inline char *vam_bitmap_take(heap_t *h, desc_t *b) {
+/* vam-bitmap: the first free slot by PHKmalloc's linear search (from slot `from` on, wrapping
+ * around: 0 but for a hinted allocation), or NULL. */
+static inline char *vam_bitmap_take(heap_t *h, desc_t *b, unsigned from) {
   unsigned inspected;
   uint64_t *bits = b->u.blk.free;
-  int i = bits_find_linear(bits, vam_bitmap_words(b), &inspected);
+  int i = from ? bits_find_linear_from(bits, vam_bitmap_words(b), from, &inspected)
+               : bits_find_linear(bits, vam_bitmap_words(b), &inspected);
   h->stats.searches++;
   h->stats.search_words += inspected;
   if (inspected > h->stats.search_words_max) h->stats.search_words_max = inspected;
@@ -363,11 +373,12 @@ static ALWAYS_INLINE void vam_list_pop(heap_t *h, desc_t *b, unsigned cls, char 
 
 /* An object from block b (the head of class cls's list), or NULL if b has no room: reap order,
  * i.e. bump to the block's end first, then the block's free list (vam-bitmap: the bitmap
- * search; the secure build: the list first, which holds the slot vam_carve did not pick). */
-static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bool zero) {
+ * search, from slot `from` on; the secure build: the list first, which holds the slot
+ * vam_carve did not pick). */
+static ALWAYS_INLINE void *vam_block_take_from(heap_t *h, desc_t *b, unsigned cls, bool zero, unsigned from) {
   char *p;
   if (cfg_block_bitmap) {
-    if (b == &h->d.none || !(p = vam_bitmap_take(h, b))) return NULL;
+    if (b == &h->d.none || !(p = vam_bitmap_take(h, b, from))) return NULL;
     if (zero) memset(p, 0, b->obj_size);
   } else if (cfg_secure && (p = b->u.blk.free) != NULL) {
     vam_list_pop(h, b, cls, p, zero);
@@ -389,6 +400,10 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
     p += b->aux8;
   }
   return p;
+}
+
+static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bool zero) {
+  return vam_block_take_from(h, b, cls, zero, 0);
 }
 
 /* ---- call sites (vam-sites) ------------------------------------------------------------------ */
@@ -664,13 +679,73 @@ static inline desc_t *vam_block_near(heap_t *h, desc_t *d, unsigned cls) {
   return b->kind == KIND_VAM_BLOCK && vam_base_class(b->cls) == cls && vam_block_listed(h, b) ? b : NULL;
 }
 
+/* Whether block b has room for a quarter of its capacity or more: the fill limit of hinted
+ * allocations that cannot go on the hint's own page. A block that keeps a quarter free keeps
+ * room for later objects whose hints point into it (NEXT.md's simulation: trees of random
+ * keys get ~20% of nodes on their hint's page at 3/4, none when fallbacks fill blocks up). */
+static inline bool vam_block_roomy(const desc_t *b) {
+  size_t cap = vam_capacity(b);
+  return cap - b->used >= (cap + 3) / 4;
+}
+
+/* Where a hinted allocation goes when the hint's block has no room and no neighbouring block
+ * has a quarter free: the class's hint block while it is under 3/4 full, else a new one (the
+ * old one goes back on the class's list). The hint block is on no list, so unhinted objects
+ * never take its slots: a list built amid churn moves on to it, node after node, instead of
+ * following its last node into old blocks with one freed slot each, between same-size objects
+ * of the rest of the program (the flagship placed 30% of a churned list's nodes on their hint's
+ * page, vam-bitmap's hinted walk was 1.5x slower than the plain one). NULL when no block can
+ * be had. */
+static desc_t *vam_hint_fallback(heap_t *h, unsigned cls) {
+  desc_t *b = h->d.hint_block[cls];
+  if (b && vam_block_roomy(b)) return b;
+  if (b) list_push(&h->d.avail[b->cls], b);   /* it has room: back among the others */
+  h->d.hint_block[cls] = NULL;
+  if (!(b = vam_block_new(h, cls))) return NULL;
+  list_unlink(&h->d.avail[cls], b);            /* vam_block_new listed it */
+  h->d.hint_block[cls] = b;
+  return b;
+}
+
+/* An object of block b (with room; on its class's list, or its hint block) for an allocation
+ * near hint. The ordinary path serves the head of the class's list and keeps its invariants
+ * (a block that gives its last object retires; vam-bitmap's too, here, as the flagship's do),
+ * so b moves to the head for the take; afterwards a hint block with room goes back off the
+ * list (one that filled is forgotten), and a listed block with room moves behind the block
+ * after it, so that unhinted allocations do not follow hinted ones into their block and sit
+ * between the hinted objects (vam-bitmap, whose full blocks were not retired at once, walked a
+ * list built amid same-size temporaries 2.8x slower with hints than without). vam-bitmap
+ * takes the first free slot after the hint's, when the hint is in b. */
+static void *vam_take_near(heap_t *h, desc_t *b, const void *hint, bool zero) {
+  unsigned cls = b->cls, base = vam_base_class(cls);
+  desc_t **avail = &h->d.avail[cls];
+  bool reserved = h->d.hint_block[base] == b;
+  if (reserved || *avail != b) {
+    if (!reserved) list_unlink(avail, b);
+    list_push(avail, b);
+  }
+  const char *start = desc_start(b);
+  unsigned from = cfg_block_bitmap && (const char *)hint >= start && (const char *)hint < b->u.blk.end
+                ? (unsigned)(((const char *)hint - start) / b->obj_size) + 1 : 0;
+  void *p = vam_block_take_from(h, b, cls, zero, from);   /* it has room: never NULL */
+  if (cfg_block_bitmap && !vam_has_room(b)) vam_block_retire(h, b, cls);
+  if (*avail != b) {                         /* it filled and retired */
+    if (reserved) h->d.hint_block[base] = NULL;
+  } else if (reserved) {
+    list_unlink(avail, b);
+  } else if (b->next != &h->d.none) {
+    desc_t *next = b->next;
+    list_unlink(avail, b);
+    list_insert_after(next, b);
+  }
+  return p;
+}
+
 /* The hint's own block if it is of this class and has room, else the block on the page just
- * before or just after it (a neighbouring page is still near: the same TLB reach and, for a
- * sequential traversal, the next prefetched page). The chosen block moves to the front of its
- * class's list and serves the object through the ordinary path, which keeps the list's
- * invariants (a block that gives its last object retires); later unhinted allocations of the
- * class continue where the hinted ones went. Hints into another heap's memory, large areas and
- * core runs fall back to plain malloc: only page blocks place objects by address. */
+ * before or just after it if it has a quarter free (a neighbouring page is still near: the
+ * same TLB reach and, for a sequential traversal, the next prefetched page), else the class's
+ * hint block (vam_hint_fallback). Hints into another heap's memory, large areas and core runs
+ * fall back to plain malloc: only page blocks place objects by address. */
 static NOINLINE void *vam_alloc_near(heap_t *h, size_t size, const void *hint, bool zero) {
   if (size > VAM_MEDIUM_MAX || h == &heap_empty || segmap_get(hint) != GRANULE_SEGMENT) return vam_alloc(h, size, zero);
   segment_t *s = segment_of(hint);
@@ -682,14 +757,12 @@ static NOINLINE void *vam_alloc_near(heap_t *h, size_t size, const void *hint, b
     size_t first = (size_t)(head - s->desc);
     size_t after = first + (head->kind == KIND_FREE || !head->npages ? 1 : head->npages);
     if (first > s->first) b = vam_block_near(h, &s->desc[first - 1], cls);
+    if (b && !vam_block_roomy(b)) b = NULL;
     if (!b && after < s->npages) b = vam_block_near(h, &s->desc[after], cls);
+    if (b && !vam_block_roomy(b)) b = NULL;
+    if (!b) b = vam_hint_fallback(h, cls);
   }
-  if (!b) return vam_alloc(h, size, zero);
-  if (h->d.avail[b->cls] != b) {
-    list_unlink(&h->d.avail[b->cls], b);
-    list_push(&h->d.avail[b->cls], b);
-  }
-  return vam_block_take(h, b, b->cls, zero);   /* it has room: never NULL */
+  return b ? vam_take_near(h, b, hint, zero) : vam_alloc(h, size, zero);
 }
 
 static void *design_alloc_near(heap_t *h, size_t size, const void *hint, bool zero) {
@@ -797,6 +870,10 @@ static void vam_block_drop(heap_t *h, desc_t *b, bool keep) {
  * policy (the paper's) keeps nothing: every empty block goes back, and its pages to the OS. */
 static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
   unsigned cls = b->cls;
+  if (h->d.hint_block[vam_base_class(cls)] == b) {   /* back on the list, to be kept or dropped */
+    h->d.hint_block[vam_base_class(cls)] = NULL;
+    list_push(&h->d.avail[cls], b);
+  }
   if (opt.discard == DISCARD_IMMEDIATE) {
     vam_block_drop(h, b, false);
   } else {
@@ -1246,6 +1323,12 @@ static size_t design_check(heap_t *h) {
       listed++;
     }
     CHECK(spare_listed && (!spare || (spare->kind == KIND_VAM_BLOCK && spare->cls == c)));
+  }
+  for (unsigned c = 0; c < vam_classes.count; c++) {
+    desc_t *b = h->d.hint_block[c];
+    if (!b) continue;
+    CHECK(b->kind == KIND_VAM_BLOCK && vam_base_class(b->cls) == c && vam_has_room(b) && !vam_block_full(b));
+    listed++;   /* on no list: counted with the blocks found in the segments */
   }
   for (unsigned k = 0; k < 2; k++) {
     for (unsigned i = 0; i < h->d.ncache[k]; i++) {

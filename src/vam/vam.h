@@ -28,6 +28,7 @@
  *    (the malloc that takes a block's last object retires it at once; vam-bitmap retires in
  *    the slow path, so its head may be exhausted).
  *  - A block on no list is full: exhausted (vam-bitmap: also flagged FLAG_FULL).
+ *  - hint_block[c] is NULL or a block of class c on no list with room (see the field).
  *  - spare[c] is NULL or a block of class c, on avail[c] while it is empty. Every listed block
  *    but the spares has used > 0; blocks in cache[k] are on no list, empty, of size k.
  *  - used + (objects on the free list) + (objects beyond bump) == capacity.
@@ -165,6 +166,12 @@ typedef struct design_heap {
    * go in batches refills it without a slow path. NULL, or a block of class c; it may have
    * been refilled since (used > 0), then it is simply a block like the others. */
   desc_t *spare[VAM_MAX_CLASSES];
+  /* Per class, the block hinted allocations fall back to when the hint's block and its
+   * neighbours have no room (allocation near a hint): NULL, or a block of class c of this heap
+   * that is on no list and not full, so that only hinted allocations take its slots. It serves
+   * fallbacks until it is 3/4 full, then goes back on avail[c]; it is forgotten when it fills
+   * (full, on no list, like any full block) and put back on avail[c] when it empties. */
+  desc_t *hint_block[VAM_MAX_CLASSES];
   /* Empty blocks kept aside for any class of their size (0: one-page, 1: four-page blocks),
    * most recent last: the next new block of that size is one of these rather than a round
    * trip through the page manager (not with the immediate policy). Off every list. */
