@@ -1,7 +1,7 @@
 """`locus compare --suite hints`: allocation near a hint (seed 001).
 
 build/bench/hints runs four STL programs built amid churn, then traversed (bench/hints.cpp):
-a list, a tree (std::map), an event queue (std::multimap) and a graph (adjacency lists). Each
+a list, a list under churn, a tree (std::map), an event queue (std::multimap) and a graph (adjacency lists). Each
 runs under every chosen allocator in two modes: `hints` (include/locus.hpp's hint allocators:
 implicit hints, and cursors where the program knows the parent or neighbour) and `no-hints`
 (std::allocator). The hint-free run under glibc is the baseline of every ratio.
@@ -38,6 +38,8 @@ PROGRAM = "hints"
 WORKLOADS = {
     "list": "a std::list built by push_back amid temporaries, walked end to end; hint: the "
             "previous element",
+    "churn": "a std::list of 48-byte nodes built amid churn (20 replacements in a pool of "
+             "65,536 objects between two appends), walked end to end; hint: the previous element",
     "tree": "a std::map of random keys built amid temporaries, walked in order and searched; "
             "hint: the node at lower_bound (an ancestor)",
     "events": "an event-queue simulation over a std::multimap (take the earliest, schedule "
