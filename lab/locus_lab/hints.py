@@ -1,7 +1,8 @@
 """`locus compare --suite hints`: allocation near a hint (seed 001).
 
-build/bench/hints runs four STL programs built amid churn, then traversed (bench/hints.cpp):
-a list, a list under churn, a tree (std::map), an event queue (std::multimap) and a graph (adjacency lists). Each
+build/bench/hints runs five STL programs built amid churn, then traversed (bench/hints.cpp):
+a list, a list under churn, a tree (std::map), an event queue (std::multimap) and a graph
+(adjacency lists). Each
 runs under every chosen allocator in two modes: `hints` (include/locus.hpp's hint allocators:
 implicit hints, and cursors where the program knows the parent or neighbour) and `no-hints`
 (std::allocator). The hint-free run under glibc is the baseline of every ratio.
