@@ -147,6 +147,22 @@ static inline int bench_threads_arg(int argc, char **argv, int dflt, int max,
   return argc > 2 ? (int)bench_int_arg(argv[2], 1, max, "thread count", usage) : dflt;
 }
 
+/* The command line of a threaded program, `name [scale] [threads] [--quick]`: its scale,
+ * thread count (dflt without one, 1..max) and the work of the run (per_scale units per unit
+ * of scale, 1/BENCH_QUICK_DIVISOR of it with --quick). Sets bench_name. */
+typedef struct { long scale; int threads; uint64_t work; } bench_threaded_t;
+
+static inline bench_threaded_t bench_threaded_args(int argc, char **argv, const char *name, const char *usage,
+                                                   int dflt, int max, uint64_t per_scale) {
+  bench_name = name;
+  int quick;
+  bench_threaded_t a;
+  a.scale = bench_args(&argc, argv, 2, usage, &quick);
+  a.threads = bench_threads_arg(argc, argv, dflt, max, usage);
+  a.work = bench_work(a.scale, per_scale, quick);
+  return a;
+}
+
 /* Thread i's share of `total` units split evenly over n threads (the first total % n
  * threads do one more). */
 static inline uint64_t bench_share(uint64_t total, int n, int i) {
@@ -379,6 +395,19 @@ static inline void bench_slot_replace(bench_slot *s, bench_rng *rng, uint64_t *s
   bench_slot_fill(s, rng, serial);
 }
 
+/* A thread's private churn: fills n slots with objects of size(rng) bytes, replaces `ops`
+ * random ones (each checked, freed and refilled), then checks and frees them all. */
+static inline void bench_slots_churn(bench_slot *slot, size_t n, uint64_t ops, bench_rng *rng,
+                                     size_t (*size)(bench_rng *), uint64_t *serial, uint64_t *sum) {
+  for (size_t i = 0; i < n; i++) bench_slot_fill_size(&slot[i], size(rng), serial);
+  for (uint64_t op = 0; op < ops; op++) {
+    bench_slot *s = &slot[bench_rng_below(rng, n)];
+    bench_slot_retire(s, sum, op);
+    bench_slot_fill_size(s, size(rng), serial);
+  }
+  for (size_t i = 0; i < n; i++) bench_slot_retire(&slot[i], sum, (uint64_t)i);
+}
+
 /* ---- worker threads replaced as they finish (xthreads, xserver) ----------------------------
  * A worker posts its seat number when its work is done; the main thread takes finished seats
  * in the order they were posted, joins the worker and may start another in the same seat. */
@@ -405,6 +434,53 @@ static inline void bench_done_post(bench_done_queue *q, int seat) {
   q->seat[(q->head + q->count++) % q->cap] = seat;
   pthread_cond_signal(&q->posted);
   pthread_mutex_unlock(&q->lock);
+}
+
+/* Runs fn on n threads at once, thread i with &tasks[i] (tasks: an array of n objects of
+ * task_size bytes), and waits for them all. */
+static inline void bench_run_threads(int n, void *(*fn)(void *), void *tasks, size_t task_size) {
+  pthread_t *tid = bench_calloc((size_t)n, sizeof *tid);
+  for (int i = 0; i < n; i++)
+    if (pthread_create(&tid[i], NULL, fn, (char *)tasks + (size_t)i * task_size) != 0)
+      bench_die("pthread_create failed");
+  for (int i = 0; i < n; i++)
+    if (pthread_join(tid[i], NULL) != 0) bench_die("pthread_join failed");
+  free(tid);
+}
+
+/* Programs whose threads each churn a private array of slots (localarrays, randsmall): the
+ * run of a.threads threads, each with `slots` slots, a.work replacements, sizes from size()
+ * and its own seed; prints the program's one line and returns main's status. */
+typedef struct {
+  bench_slot *slot;
+  size_t nslots;
+  size_t (*size)(bench_rng *);
+  bench_rng rng;
+  uint64_t ops, serial, sum;
+} bench_churn_task;
+
+static void *bench_churn_worker(void *arg) {
+  bench_churn_task *t = arg;
+  bench_slots_churn(t->slot, t->nslots, t->ops, &t->rng, t->size, &t->serial, &t->sum);
+  return NULL;
+}
+
+static inline int bench_private_churn(bench_threaded_t a, size_t slots, size_t (*size)(bench_rng *), uint64_t seed) {
+  bench_churn_task *t = bench_calloc((size_t)a.threads, sizeof *t);
+  for (int i = 0; i < a.threads; i++) {
+    t[i] = (bench_churn_task){ .slot = bench_calloc(slots, sizeof(bench_slot)), .nslots = slots, .size = size, .ops = a.work };
+    bench_rng_seed(&t[i].rng, seed + (uint64_t)i);
+  }
+  bench_run_threads(a.threads, bench_churn_worker, t, sizeof *t);
+  uint64_t sum = 0;
+  for (int i = 0; i < a.threads; i++) {
+    sum = bench_fold(sum, t[i].sum);
+    free(t[i].slot);
+  }
+  free(t);
+  printf("%s: scale=%ld threads=%d ops=%llu checksum=%016llx\n", bench_name, a.scale, a.threads,
+         (unsigned long long)a.work * (unsigned long long)a.threads, (unsigned long long)sum);
+  return 0;
 }
 
 /* Waits for a finished worker and returns its seat (the caller joins the thread). */

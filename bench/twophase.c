@@ -53,13 +53,11 @@ int main(int argc, char **argv) {
     kind[i] = (unsigned char)bench_rng_below(&rng, 3);
     slot[i] = load[kind[i]](++serial);
   }
-  long rss_loaded = bench_rss_kib();
   for (uint64_t op = 0; op < ops; op++) {
     uint64_t i = bench_rng_below(&rng, live);
     sum = bench_fold(sum, bench_sized_check_free(slot[i], "object", i));
     slot[i] = work[kind[i]](++serial);
   }
-  long rss_worked = bench_rss_kib();
   uint64_t bytes = 0;
   for (uint64_t i = 0; i < live; i++) {
     bytes += hot_size[kind[i]];
@@ -67,9 +65,8 @@ int main(int argc, char **argv) {
   }
   free(kind);
   free(slot);
-  printf("twophase: scale=%ld live=%llu ops=%llu live_bytes=%llu rss_loaded_kib=%ld "
-         "rss_worked_kib=%ld checksum=%016llx\n", scale, (unsigned long long)live,
-         (unsigned long long)ops, (unsigned long long)bytes, rss_loaded, rss_worked,
+  printf("twophase: scale=%ld live=%llu ops=%llu live_bytes=%llu checksum=%016llx\n", scale,
+         (unsigned long long)live, (unsigned long long)ops, (unsigned long long)bytes,
          (unsigned long long)sum);
   return 0;
 }

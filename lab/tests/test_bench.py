@@ -22,7 +22,11 @@ QUICK_RUNS = [("xthreads", []), ("xthreads", ["3", "--no-large"]), ("xserver", [
               ("threads2", ["16", "--split"]),
               # the lf suite's programs (--suite lf)
               ("shbench", []), ("espresso", []), ("larson", []), ("larson", ["3"]),
-              ("threadtest", []), ("threadtest", ["3"]), ("sites", [])]
+              ("threadtest", []), ("threadtest", ["3"]), ("sites", []), ("twophase", []),
+              # the server workloads
+              ("turnover", []), ("turnover", ["3"]), ("xlarge", []), ("xlarge", ["3"]),
+              ("prodcons", []), ("prodcons", ["3"]), ("localarrays", []), ("localarrays", ["3"]),
+              ("randsmall", []), ("randsmall", ["2"])]
 
 
 def test_new_workloads_are_in_the_default_suite():
