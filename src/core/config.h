@@ -67,12 +67,6 @@ static const bool cfg_secure = LOCUS_SECURE;
 /* User address space covered by the segment map (x86-64 and aarch64 with 4-level tables). */
 #define ADDRESS_BITS 47
 
-#if LOCUS_DEBUG
-#define ASSERT(c) ((c) ? (void)0 : locus_assert_fail(#c, __FILE__, __LINE__))
-#else
-#define ASSERT(c) ((void)0)
-#endif
-
 static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
 /* Safe-linking: a free-list link stored in freed memory (at `at`) holds next ^ (at >> 12), as

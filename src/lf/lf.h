@@ -106,7 +106,10 @@ typedef struct design_heap {
   lf_counters_t lf;
 } design_heap_t;
 
-#define DESIGN_PLAIN_HOOKS 1   /* counters in h->stats and lf_counters, no foreign cache (heap.h) */
+/* Optional hooks (internal.h): design_alloc_ra, the call site (LOCUS_SITES=1 passes the
+ * caller's address). Counters go through heap_count; no foreign-object cache. */
+#define DESIGN_HAS_ALLOC_RA 1
+
 /* heap_empty's table, and a heap's whose table could not be mapped: all empty slots, never
  * written (untouched .bss: the zero page), so the fast path needs no test for "no table". */
 #if LOCUS_LF

@@ -92,7 +92,7 @@ typedef struct design_heap {
  * Never written. */
 static desc_t phk_none;
 
-#define DESIGN_PLAIN_HOOKS 1   /* counters in h->stats, no foreign-object cache (heap.h) */
+/* Its counters go through heap_count; no foreign-object cache: no optional hooks (internal.h). */
 #define DESIGN_EMPTY_HEAP { .avail = { [0 ... PHK_MAX_CLASSES - 1] = &phk_none } }
 
 #endif

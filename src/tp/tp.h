@@ -70,7 +70,7 @@ typedef struct design_heap {
   uint32_t serial;                  /* blocks made so far (salts the markers) */
 } design_heap_t;
 
-#define DESIGN_PLAIN_HOOKS 1   /* counters in h->stats, no foreign-object cache (heap.h) */
+/* Its counters go through heap_count; no foreign-object cache: no optional hooks (internal.h). */
 #define DESIGN_EMPTY_HEAP { .avail = { NULL } }
 
 #endif
