@@ -241,8 +241,8 @@ LOCUS_API int malloc_info(int options, FILE *fp) {
   char buf[2048];
   outbuf_t o = { buf, sizeof buf, 0, 0, -1 };
   out_fmt(&o, "<malloc version=\"locus-%s\" variant=\"%s\">\n", LOCUS_VERSION, LOCUS_VARIANT);
-#define X(f) out_fmt(&o, "<stat name=\"%s\" value=\"%lu\"/>\n", #f, (unsigned long)st.f);
-  STATS_FIELDS(X)
+#define X(f, how) out_fmt(&o, "<stat name=\"%s\" value=\"%lu\"/>\n", #f, (unsigned long)st.f);
+  LOCUS_STATS_FIELDS(X)
 #undef X
   out_str(&o, "</malloc>\n");
   o.buf[o.pos] = 0;

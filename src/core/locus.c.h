@@ -26,6 +26,7 @@
 /* The design's vocabulary, then the module map and the design contract. */
 #include LOCUS_DESIGN_HEADER
 #include "internal.h"
+#include "stats_fields.h"
 /* Heaps and the memory under them. */
 #include "state.h"
 #include "pagemgr.h"

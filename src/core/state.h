@@ -21,16 +21,11 @@
 #include <sys/auxv.h>
 #include "../../include/locus.h"   /* locus_stats_t, for design_stats */
 
-/* Per-heap counters, written only by the heap's owner (or under its lock when abandoned). */
-#define HEAP_COUNTERS(X) \
-  X(malloc_calls) X(free_calls) X(remote_frees) X(bytes_allocated) \
-  X(pages_in_use) X(blocks_in_use) X(huge_in_use) \
-  X(search_words) X(search_words_max) X(searches) \
-  X(hint_calls) X(hint_same_page) X(hint_same_line) X(hint_same_kregion)
-
+/* Per-heap counters (the HEAP and MAXIMUM fields of stats_fields.h, in its order), written only
+ * by the heap's owner (or under its lock when abandoned): heap_count, internal.h. */
 typedef struct heap_stats {
-#define X(name) uint64_t name;
-  HEAP_COUNTERS(X)
+#define X(f, how) STATS_HEAP_##how(f)
+  LOCUS_STATS_FIELDS(X)
 #undef X
 } heap_stats_t;
 

@@ -5,27 +5,21 @@
 
 /* ---- statistics ------------------------------------------------------------------------------ */
 
+/* How the sum over the heaps takes each kind of field (stats_fields.h); LOAD(f) reads heap h's
+ * counter f. */
+#define STATS_SUM_HEAP(st, f) (st)->f += LOAD(f);
+#define STATS_SUM_MAXIMUM(st, f) { uint64_t m_ = LOAD(f); if (m_ > (st)->f) (st)->f = m_; }
+#define STATS_SUM_GLOBAL(st, f)
+
 static void stats_collect(locus_stats_t *st) {
   memset(st, 0, sizeof *st);
   st->version = 4;
   lock_acquire(&registry_lock);
   for (heap_t *h = registry; h; h = h->next_all) {
 #define LOAD(f) __atomic_load_n(&h->stats.f, __ATOMIC_RELAXED)
-    st->malloc_calls += LOAD(malloc_calls);
-    st->free_calls += LOAD(free_calls);
-    st->remote_frees += LOAD(remote_frees);
-    st->bytes_allocated += LOAD(bytes_allocated);
-    st->pages_in_use += LOAD(pages_in_use);
-    st->blocks_in_use += LOAD(blocks_in_use);
-    st->huge_in_use += LOAD(huge_in_use);
-    st->search_words += LOAD(search_words);
-    st->searches += LOAD(searches);
-    st->hint_calls += LOAD(hint_calls);
-    st->hint_same_page += LOAD(hint_same_page);
-    st->hint_same_line += LOAD(hint_same_line);
-    st->hint_same_kregion += LOAD(hint_same_kregion);
-    uint64_t m = LOAD(search_words_max);
-    if (m > st->search_words_max) st->search_words_max = m;
+#define X(f, how) STATS_SUM_##how(st, f)
+    LOCUS_STATS_FIELDS(X)
+#undef X
     uint64_t dirty = __atomic_load_n(&h->pages.dirty_pages, __ATOMIC_RELAXED);
     uint64_t nseg = __atomic_load_n(&h->pages.nsegments, __ATOMIC_RELAXED);
     uint64_t usable = nseg * ((SEGMENT_SIZE >> os_page_shift) - segment_header_pages - segment_guard_pages());
@@ -61,13 +55,6 @@ static void stats_collect(locus_stats_t *st) {
   st->region_bytes = atomic_load(&region_bytes_held);
 }
 
-#define STATS_FIELDS(X) \
-  X(malloc_calls) X(free_calls) X(remote_frees) X(bytes_allocated) X(bytes_mapped) \
-  X(bytes_committed) X(bytes_discarded) X(discard_calls) X(pages_in_use) X(pages_free) \
-  X(blocks_in_use) X(huge_in_use) X(heaps) X(heaps_abandoned) X(search_words) \
-  X(search_words_max) X(searches) X(lock_acquisitions) X(lock_contended) X(regions) \
-  X(region_bytes) X(hint_calls) X(hint_same_page) X(hint_same_line) X(hint_same_kregion)
-
 LOCUS_API int locus_stats_get(locus_stats_t *out) {
   if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) global_init();
   stats_collect(out);
@@ -81,8 +68,8 @@ LOCUS_API size_t locus_stats_json(char *buf, size_t len) {
   outbuf_t o = { len ? buf : dummy, len ? len : 1, 0, 0, -1 };
   out_fmt(&o, "{\"variant\": \"%s\", \"version\": \"%s\", \"debug\": %s, \"page_size\": %zu, \"quantum\": %zu, ",
           LOCUS_VARIANT, LOCUS_VERSION, cfg_debug ? "true" : "false", os_page_size, QUANTUM);
-#define X(f) out_fmt(&o, "\"%s\": %lu, ", #f, (unsigned long)st.f);
-  STATS_FIELDS(X)
+#define X(f, how) out_fmt(&o, "\"%s\": %lu, ", #f, (unsigned long)st.f);
+  LOCUS_STATS_FIELDS(X)
 #undef X
   out_fmt(&o, "\"search_words_mean\": %lu.%lu, \"options\": {",
           (unsigned long)(st.searches ? st.search_words / st.searches : 0),
@@ -99,8 +86,8 @@ static void stats_write(int fd) {
   char buf[2048];
   outbuf_t o = { buf, sizeof buf, 0, 0, fd };
   out_fmt(&o, "locus: statistics (%s %s)\n", LOCUS_VARIANT, LOCUS_VERSION);
-#define X(f) out_fmt(&o, "locus:   %20s %lu\n", #f, (unsigned long)st.f);
-  STATS_FIELDS(X)
+#define X(f, how) out_fmt(&o, "locus:   %20s %lu\n", #f, (unsigned long)st.f);
+  LOCUS_STATS_FIELDS(X)
 #undef X
   out_flush(&o);
 }
