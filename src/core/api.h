@@ -311,13 +311,13 @@ static inline void *cxx_new(size_t size, size_t align, bool nothrow) {
 static NOINLINE void cxx_delete_check(void *p, size_t size, bool exact) {
   size_t usable = usable_impl(p, "operator delete");
   if (usable < size) locus_fatal("operator delete", "size larger than the object", p);
-  if (cfg_secure && exact && usable > design_usable_max(size))
+  if (mitigation(SIZED_DELETE) && exact && usable > design_usable_max(size))
     locus_fatal("operator delete", "size smaller than the object", p);
   (void)exact;
 }
 
 static inline void cxx_delete(void *p, size_t size, bool exact) {
-  if ((cfg_debug || cfg_secure) && p && size) cxx_delete_check(p, size, exact);
+  if ((cfg_debug || mitigation(SIZED_DELETE)) && p && size) cxx_delete_check(p, size, exact);
   free_impl(p, "free()");
 }
 

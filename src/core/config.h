@@ -44,13 +44,11 @@
 #endif
 static const bool cfg_debug = LOCUS_DEBUG;
 
-/* Hardened build (liblocus-secure.so, docs/secure.md): keyed and checked free-list links,
- * guard pages, randomised slot order, canaries, a quarantine, huge objects made inaccessible on free,
- * sized-delete checks. Compiled out of every other library. */
+/* Hardened build (liblocus-secure.so, docs/secure.md): the preset of mitigations.h that turns
+ * every protection on. Compiled out of every other library. */
 #ifndef LOCUS_SECURE
 #define LOCUS_SECURE 0
 #endif
-static const bool cfg_secure = LOCUS_SECURE;
 
 /* Fundamental alignment. 16 on x86-64/aarch64 (alignof(max_align_t)); the q8 ablation variant
  * sets it to 8 and is weakly aligned by name. */

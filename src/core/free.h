@@ -40,7 +40,7 @@ static NOINLINE void free_outside_segments(void *p, unsigned g, const char *call
   if (!p) return;
   uintptr_t user;   /* secure: a big object unmapped on free is still known for a while */
   if (g == GRANULE_NONE)
-    locus_fatal(call, cfg_secure && guard_freed_find((uintptr_t)p, &user) && user == (uintptr_t)p ? "double free" : "invalid pointer", p);
+    locus_fatal(call, mitigation(FAULT_NAMING) && guard_freed_find((uintptr_t)p, &user) && user == (uintptr_t)p ? "double free" : "invalid pointer", p);
   int saved = errno;
   os_obj_t *o = os_obj_of(p, call);
   if (o->region) region_free_queued_os(o, p);
@@ -76,8 +76,8 @@ static size_t usable_impl(const void *p, const char *call) {
     if (d->kind >= KIND_DESIGN) return design_usable(d, p, call);
     if (kind_is_region(d->kind)) return region_usable(d, p, call);
     if (d->kind == KIND_HUGE && p == huge_user(d)) {
-      if (cfg_secure && (d->flags & FLAG_QUARANTINED)) locus_fatal(call, "pointer to a freed object", p);
-      if (cfg_secure && !big_canary_ok((const char *)p - 16)) locus_fatal(call, "heap underflow (canary overwritten) before", p);
+      if (mitigation(QUARANTINE) && (d->flags & FLAG_QUARANTINED)) locus_fatal(call, "pointer to a freed object", p);
+      if (mitigation(CANARIES) && !big_canary_ok((const char *)p - 16)) locus_fatal(call, "heap underflow (canary overwritten) before", p);
       return d->u.huge.usable;
     }
     free_not_object(d, p, call);

@@ -14,50 +14,67 @@
 #define HUGE_POISON_BYTES 32
 
 static inline size_t huge_usable_for(size_t size) {
-  return cfg_secure ? align_up(size ? size : 1, QUANTUM) : ((size ? size : 1) + os_page_size - 1) & ~(os_page_size - 1);
+  return mitigation(CANARIES) ? align_up(size ? size : 1, QUANTUM) : ((size ? size : 1) + os_page_size - 1) & ~(os_page_size - 1);
 }
 static inline size_t huge_pages_for(size_t usable) {
   return (usable + 2 * huge_front() + os_page_size - 1) >> os_page_shift;
 }
 
-#if LOCUS_SECURE
-static COLD NOINLINE void huge_fatal_unlock(heap_t *ph, const char *call, const char *what, const void *p) {
+static COLD NOINLINE __attribute__((unused)) void huge_fatal_unlock(heap_t *ph, const char *call, const char *what, const void *p) {
   lock_release(&ph->pages_lock);
   locus_fatal(call, what, p);
+}
+
+/* ph's ring of freed runs (mitigation QUARANTINE; NULL otherwise, never used). */
+static inline huge_run_quarantine_t *huge_run_ring(heap_t *ph) {
+#if MITIGATION(QUARANTINE)
+  return &ph->run_q;
+#else
+  (void)ph;
+  return NULL;
+#endif
 }
 
 /* The oldest run leaves ph's ring (caller holds ph->pages_lock): its poison verified, its
  * pages free again. */
 static void huge_run_release_locked(heap_t *ph, unsigned i) {
-  desc_t *r = ph->run_quarantine[i];
+  huge_run_quarantine_t *q = huge_run_ring(ph);
+  desc_t *r = q->ring[i];
   const char *p = huge_user(r);
   if (!poison_intact(p, 0, HUGE_POISON_BYTES)) huge_fatal_unlock(ph, "free()", "write after free to", p);
-  ph->run_quarantine[i] = NULL;
-  ph->run_qbytes -= (size_t)r->npages << os_page_shift;
+  q->ring[i] = NULL;
+  q->bytes -= (size_t)r->npages << os_page_shift;
   r->flags &= (uint16_t)~FLAG_QUARANTINED;
   pages_give(ph, r);
 }
 
 /* Frees huge run object p (run r of ph's page manager), checked under ph's lock: a live run
- * object (else a double free, or not an object); secure: canaries intact, then into the ring. */
+ * object (else a double free, or not an object); CANARIES: its canaries intact; QUARANTINE:
+ * then into the ring. With neither, the page manager's checked free. */
 static void huge_run_free(heap_t *ph, desc_t *r, void *p, const char *call) {
+  if (!mitigation(CANARIES) && !mitigation(QUARANTINE)) { pages_free_checked(ph, r, p, call); return; }
   uint64_t now = now_ms();
   lock_acquire(&ph->pages_lock);
   if (r->kind != KIND_HUGE || p != huge_user(r))
     huge_fatal_unlock(ph, call, r->kind == KIND_FREE ? "double free" : "invalid pointer", p);
-  if (r->flags & FLAG_QUARANTINED) huge_fatal_unlock(ph, call, "double free", p);
-  if (!big_canary_ok((char *)p - 16)) huge_fatal_unlock(ph, call, "heap underflow (canary overwritten) before", p);
-  if (!big_canary_ok((char *)p + r->u.huge.usable)) huge_fatal_unlock(ph, call, "heap overflow (canary overwritten) after", p);
-  memset(p, POISON_BYTE, HUGE_POISON_BYTES);
-  r->flags |= FLAG_QUARANTINED;
-  unsigned newest = ph->run_qnext;
-  if (ph->run_quarantine[newest]) huge_run_release_locked(ph, newest);
-  ph->run_quarantine[newest] = r;
-  ph->run_qbytes += (size_t)r->npages << os_page_shift;
-  ph->run_qnext = (newest + 1) % HUGE_RUN_QUARANTINE;
-  for (unsigned k = 1; k < HUGE_RUN_QUARANTINE && ph->run_qbytes > HUGE_RUN_QUARANTINE_BYTES; k++) {
-    unsigned i = (newest + k) % HUGE_RUN_QUARANTINE;   /* oldest first, never the newest */
-    if (ph->run_quarantine[i]) huge_run_release_locked(ph, i);
+  if (mitigation(QUARANTINE) && (r->flags & FLAG_QUARANTINED)) huge_fatal_unlock(ph, call, "double free", p);
+  if (mitigation(CANARIES) && !big_canary_ok((char *)p - 16)) huge_fatal_unlock(ph, call, "heap underflow (canary overwritten) before", p);
+  if (mitigation(CANARIES) && !big_canary_ok((char *)p + r->u.huge.usable)) huge_fatal_unlock(ph, call, "heap overflow (canary overwritten) after", p);
+  if (mitigation(QUARANTINE)) {
+    huge_run_quarantine_t *q = huge_run_ring(ph);
+    memset(p, POISON_BYTE, HUGE_POISON_BYTES);
+    r->flags |= FLAG_QUARANTINED;
+    unsigned newest = q->next;
+    if (q->ring[newest]) huge_run_release_locked(ph, newest);
+    q->ring[newest] = r;
+    q->bytes += (size_t)r->npages << os_page_shift;
+    q->next = (newest + 1) % HUGE_RUN_QUARANTINE;
+    for (unsigned k = 1; k < HUGE_RUN_QUARANTINE && q->bytes > HUGE_RUN_QUARANTINE_BYTES; k++) {
+      unsigned i = (newest + k) % HUGE_RUN_QUARANTINE;   /* oldest first, never the newest */
+      if (q->ring[i]) huge_run_release_locked(ph, i);
+    }
+  } else {
+    pages_give(ph, r);
   }
   pages_policy_locked(ph, now);
   lock_release(&ph->pages_lock);
@@ -66,20 +83,17 @@ static void huge_run_free(heap_t *ph, desc_t *r, void *p, const char *call) {
 
 /* Empties ph's ring (purge). */
 static void huge_run_quarantine_flush(heap_t *ph) {
+  if (!mitigation(QUARANTINE)) return;
   lock_acquire(&ph->pages_lock);
   for (unsigned i = 0; i < HUGE_RUN_QUARANTINE; i++)
-    if (ph->run_quarantine[i]) huge_run_release_locked(ph, i);
+    if (huge_run_ring(ph)->ring[i]) huge_run_release_locked(ph, i);
   lock_release(&ph->pages_lock);
 }
-#else
-static void huge_run_free(heap_t *ph, desc_t *r, void *p, const char *call) { pages_free_checked(ph, r, p, call); }
-static void huge_run_quarantine_flush(heap_t *ph) { (void)ph; }
-#endif
 
 static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   if (unlikely(h == &heap_empty) && !(h = heap_acquire())) return alloc_failed();
   size_t usable = huge_usable_for(size), pages = huge_pages_for(usable);
-  if ((cfg_secure && align > QUANTUM) || size >= opt.os_threshold || size > PTRDIFF_MAX ||
+  if ((mitigation(CANARIES) && align > QUANTUM) || size >= opt.os_threshold || size > PTRDIFF_MAX ||
       pages + align / os_page_size > (SEGMENT_SIZE >> os_page_shift) / 2) {
     void *p = os_obj_alloc(size, align, zero);
     return p ? p : alloc_failed();
@@ -97,7 +111,7 @@ static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero
   h->stats.malloc_calls++;
   h->stats.bytes_allocated += r->u.huge.usable;
   char *p = huge_user(r);
-  if (cfg_secure) {
+  if (mitigation(CANARIES)) {
     big_canary_set(p - 16);
     big_canary_set(p + usable);
   }
@@ -131,7 +145,7 @@ static void heap_free_remote_run(heap_t *h, desc_t *d, void *p, const char *call
 static bool huge_resize(heap_t *h, heap_t *ph, desc_t *r, size_t size) {
   if (size == 0 || size >= opt.os_threshold) return false;
   char *p = huge_user(r);
-  if (cfg_secure && !big_canary_ok(p + r->u.huge.usable))   /* (the front one: usable_impl) */
+  if (mitigation(CANARIES) && !big_canary_ok(p + r->u.huge.usable))   /* (the front one: usable_impl) */
     locus_fatal("realloc()", "heap overflow (canary overwritten) after", p);
   size_t usable = huge_usable_for(size), pages = huge_pages_for(usable), old = r->npages;
   if (pages < old) {
@@ -140,7 +154,7 @@ static bool huge_resize(heap_t *h, heap_t *ph, desc_t *r, size_t size) {
   } else if (pages > old && !pages_grow(ph, r, pages)) {
     return false;
   }
-  if (cfg_secure) big_canary_set(p + usable);
+  if (mitigation(CANARIES)) big_canary_set(p + usable);
   h->stats.bytes_allocated += usable - r->u.huge.usable;
   r->u.huge.usable = usable;
   return true;

@@ -97,7 +97,7 @@ static void global_init(void) {
   /* From here on allocation works, so calls that may allocate are safe. */
   if (pthread_key_create(&heap_key, heap_abandon) == 0) atomic_store(&heap_key_ready, true);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
-  if (cfg_secure) guard_fault_install();
+  if (mitigation(FAULT_NAMING)) guard_fault_install();
   if (opt.stats || opt.sites) {
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
     if (fd >= 0) stats_fd = fd;

@@ -14,6 +14,7 @@
 
 /* Foundations: knobs, output, locks, the OS, options, bit and size-class helpers. */
 #include "config.h"
+#include "mitigations.h"
 #include "print.h"
 #include "lock.h"
 #include "os.h"

@@ -86,7 +86,7 @@ static void huge_unmap(void *p, size_t size) {
 
 /* The secure build maps one inaccessible page after every OS object (and puts the object
  * against it): a linear overflow faults at once instead of running into the next mapping. */
-static inline size_t os_obj_guard(void) { return cfg_secure ? os_page_size : 0; }
+static inline size_t os_obj_guard(void) { return mitigation(GUARD_PAGES) ? os_page_size : 0; }
 
 /* ... and a canary in the 16 bytes before the object (in its header page), checked on free:
  * an underflow is reported there. The same 16-byte canaries (keyed values of their address)
@@ -179,7 +179,7 @@ static void guard_fault_install(void) {
 
 static void os_obj_unmap(os_obj_t *o) {
   size_t size = o->map_size + os_obj_guard();
-  if (cfg_secure) guard_note_unmapped(o, size);
+  if (mitigation(FAULT_NAMING)) guard_note_unmapped(o, size);
   atomic_fetch_sub_explicit(&os_parts_live, o->nparts, memory_order_relaxed);
   segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
   huge_unmap(o, size);
@@ -346,9 +346,9 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   if (size > PTRDIFF_MAX - 2 * align - SEGMENT_SIZE) return NULL;
   size_t offset = align_up(sizeof(os_obj_t), align);   /* header page (or one alignment unit) */
   size_t map_size = align_up(offset + size, page);
-  /* secure: the object ends against the guard page, up to its alignment (the offset only
+  /* GUARD_PAGES: the object ends against the guard page, up to its alignment (the offset only
    * grows: the aligned-down distance is still at least the header's) */
-  if (cfg_secure) offset = (map_size - size) & ~(user_align - 1);
+  if (mitigation(GUARD_PAGES)) offset = (map_size - size) & ~(user_align - 1);
   size_t base_align = align > SEGMENT_SIZE ? align : SEGMENT_SIZE;
   size_t span = map_size + os_obj_guard();   /* the object's pages and its guard (secure) */
   huge_piece_t take[OS_OBJ_PARTS];
@@ -360,7 +360,8 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
     bool gather = atomic_load_explicit(&os_parts_live, memory_order_relaxed) < HUGE_PARTS_MAX;
     lock_acquire(&huge_cache_lock);
     huge_demand(now, live + map_size);
-    if (huge_pool_n) in_place = huge_pool_pick(map_size, base_align, gather, take, &ntake) && !cfg_secure;
+    if (huge_pool_n) in_place = huge_pool_pick(map_size, base_align, gather, take, &ntake) &&
+                                   !mitigation(GUARD_PAGES) && !mitigation(HUGE_RELEASE);
     lock_release(&huge_cache_lock);
     huge_cache_tick();
   }
@@ -405,7 +406,7 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   atomic_fetch_add_explicit(&os_parts_live, nparts, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_objects_live, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_objects_bytes, map_size, memory_order_relaxed);
-  if (cfg_secure) os_obj_canary_set((char *)o + offset);
+  if (mitigation(CANARIES)) os_obj_canary_set((char *)o + offset);
   return (char *)o + offset;
 }
 
@@ -430,7 +431,7 @@ static os_obj_t *os_obj_of(const void *p, const char *call) {
 /* A freed object goes to the pool, one piece per part, within what recent demand allows. */
 static void os_obj_free(void *p, const char *call) {
   os_obj_t *o = os_obj_of(p, call);
-  if (cfg_secure) os_obj_canary_check(p, call);
+  if (mitigation(CANARIES)) os_obj_canary_check(p, call);
   size_t size = o->map_size;
   size_t live = atomic_fetch_sub_explicit(&os_objects_bytes, size, memory_order_relaxed) - size;
   atomic_fetch_sub_explicit(&os_objects_live, 1, memory_order_relaxed);
@@ -444,8 +445,8 @@ static void os_obj_free(void *p, const char *call) {
   memcpy(ends, o->part_end, nparts * sizeof *ends);
   char *base = (char *)o;             /* where the pool pieces are */
   o->state = OS_OBJ_CACHED;
-  if (cfg_secure) {
-    /* Secure: the object's pages move away (mremap: their page tables move, without a fault
+  if (mitigation(HUGE_RELEASE)) {
+    /* HUGE_RELEASE: the object's pages move away (mremap: their page tables move, without a fault
      * or a copy) to an address the program never had, and its own addresses are unmapped, the
      * guard page too: a later access to the object faults (the fault handler names it while
      * it is among the last freed), and no piece keeps segment-map entries (a second free sees
@@ -454,7 +455,7 @@ static void os_obj_free(void *p, const char *call) {
      * table entry at each free and each reuse: 8x the system time of a buffer-replacing
      * workload.) */
     segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
-    guard_note_unmapped(o, size + os_obj_guard());
+    if (mitigation(FAULT_NAMING)) guard_note_unmapped(o, size + os_obj_guard());
     base = os_map(size);
     bool moved = base != NULL;
     for (unsigned i = 0; moved && i < nparts; i++) {
@@ -474,6 +475,7 @@ static void os_obj_free(void *p, const char *call) {
     /* Only the head part keeps segment-map entries (see the top of the file). */
     size_t head_end = align_up(ends[0], SEGMENT_SIZE);
     if (head_end < size) segmap_set((char *)o + head_end, size - head_end, GRANULE_NONE, GRANULE_NONE);
+    if (os_obj_guard()) huge_unmap((char *)o + size, os_obj_guard());   /* the guard is no piece */
   }
   atomic_fetch_sub_explicit(&os_parts_live, nparts, memory_order_relaxed);
   huge_piece_t drop[HUGE_POOL_PIECES + OS_OBJ_PARTS];
@@ -488,7 +490,7 @@ static void os_obj_free(void *p, const char *call) {
       huge_pool_take((unsigned)old, huge_pool[old].len, &drop[ndrop++]);
     }
     size_t start = i ? ends[i - 1] : 0;
-    huge_pool[huge_pool_n++] = (huge_piece_t){ base + start, ends[i] - start, now, i == 0 && !cfg_secure };
+    huge_pool[huge_pool_n++] = (huge_piece_t){ base + start, ends[i] - start, now, i == 0 && !mitigation(HUGE_RELEASE) };
     huge_cache_bytes += ends[i] - start;
   }
   ndrop += huge_pool_shrink(huge_idle_before(now), keep, drop + ndrop);
@@ -506,7 +508,7 @@ static bool os_obj_resize(void *p, size_t size) {
     if (need < o->map_size / 2) return false;        /* moving is better than holding waste */
     return true;
   }
-  if (need - o->offset > SIZE_MAX / 2 || cfg_secure) return false;   /* the guard stays put */
+  if (need - o->offset > SIZE_MAX / 2 || mitigation(GUARD_PAGES)) return false;   /* the guard stays put */
   size_t extra = need - o->map_size;
   char *end = (char *)o + o->map_size;
   huge_piece_t take[OS_OBJ_PARTS];

@@ -89,7 +89,7 @@ static inline size_t segment_header_count(void) {
 
 /* The secure build's guard page: a segment's last page is inaccessible and belongs to no run,
  * so a linear overflow off the end of a segment faults before it reaches the next one. */
-static inline size_t segment_guard_pages(void) { return cfg_secure ? 1 : 0; }
+static inline size_t segment_guard_pages(void) { return mitigation(GUARD_PAGES) ? 1 : 0; }
 
 static segment_t *segment_create(heap_t *h) {
   segment_t *s = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);

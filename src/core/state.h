@@ -40,6 +40,14 @@ typedef struct heap heap_t;
 #define HUGE_RUN_QUARANTINE 8
 #define HUGE_RUN_QUARANTINE_BYTES ((size_t)4 << 20)
 
+/* Mitigation QUARANTINE: huge runs freed into a page manager wait in a ring before they are
+ * reusable (huge.h). */
+typedef struct huge_run_quarantine {
+  desc_t *ring[HUGE_RUN_QUARANTINE];   /* oldest at next */
+  unsigned next;
+  size_t bytes;
+} huge_run_quarantine_t;
+
 struct heap {
   design_heap_t d;              /* first: the allocation fast path reads only this */
   heap_stats_t stats;
@@ -62,10 +70,8 @@ struct heap {
   unsigned nchunks;
   size_t chunk_bytes;
   desc_t *chunks[HEAP_REGION_CHUNKS];
-#if LOCUS_SECURE
-  desc_t *run_quarantine[HUGE_RUN_QUARANTINE];   /* under pages_lock; oldest at run_qnext */
-  unsigned run_qnext;
-  size_t run_qbytes;
+#if MITIGATION(QUARANTINE)
+  huge_run_quarantine_t run_q;  /* freed huge runs not yet reusable (huge.h); under pages_lock */
 #endif
 };
 
@@ -124,7 +130,7 @@ static heap_t *huge_heap;
 static __thread heap_t *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
 
 /* A huge run object's address: the run's start, after the secure build's canary (huge.h). */
-static inline size_t huge_front(void) { return cfg_secure ? 16 : 0; }
+static inline size_t huge_front(void) { return mitigation(CANARIES) ? 16 : 0; }
 static inline char *huge_user(const desc_t *r) { return desc_start(r) + huge_front(); }
 
 /* Every global lock, so that fork (init.h) can take or reset each of them. */

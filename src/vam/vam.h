@@ -126,9 +126,13 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  * its canary words; an object in the quarantine holds vam_qmark(address) in word 0 and is
  * counted in use. */
 #define VAM_QUARANTINE 32
-#define VAM_CANARY ((size_t)(LOCUS_SECURE ? 8 : 0))   /* least canary bytes after an object */
+#define VAM_CANARY ((size_t)(MITIGATION(CANARIES) ? 8 : 0))   /* least canary bytes after an object */
 #define VAM_POISON_MAX 32          /* bytes of a quarantined object poisoned and verified */
-#if LOCUS_SECURE && (LOCUS_VAM_SMALL_HEADERS || LOCUS_VAM_BITMAP || LOCUS_VAM_SITES)
+/* Any of the block protections on: no 8-byte class (every slot holds a link and a marker
+ * word), and free takes the checked path (vam_free_secure); each protection's own code is
+ * under its bit. */
+static const bool cfg_vam_hardened = (LOCUS_MITIGATIONS & MIT_BLOCKS) != 0;
+#if (LOCUS_MITIGATIONS & MIT_BLOCKS) && (LOCUS_VAM_SMALL_HEADERS || LOCUS_VAM_BITMAP || LOCUS_VAM_SITES)
 #error "the secure build is the flagship with hardening: no ablation knobs"
 #endif
 
@@ -176,11 +180,16 @@ typedef struct design_heap {
   uint64_t foreign_flushed;      /* cached foreign objects sent home (counted as a malloc and a
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
-#if LOCUS_SECURE
-  /* liblocus-secure.so (vam.c.h's hardening section, docs/secure.md). */
+  /* The protections' state, each only when its bit is on (mitigations.h, vam_harden.c.h,
+   * vam_quarantine.c.h). */
+#if MITIGATION(KEYED_LINKS)
   uintptr_t link_key;            /* xored into every free-list link of this heap's blocks */
+#endif
+#if MITIGATION(RANDOM_ORDER)
   uint64_t rng;                  /* the coin tosses of vam_carve */
   uint64_t coins;                /* random bits not yet used, above a sentinel bit (vam_coin) */
+#endif
+#if MITIGATION(QUARANTINE)
   vam_quarantined_t quarantine[VAM_QUARANTINE];   /* freed objects not yet reusable, a ring */
   unsigned qnext;                /* the ring's oldest entry, replaced by the next free */
   uintptr_t poison_sink[2];      /* holds POISON_WORD: where the poison outside an object goes */

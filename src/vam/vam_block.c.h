@@ -22,7 +22,7 @@ static void design_global_init(void) {
    * every object of 16 bytes or more is 16-aligned); medium classes are a quantum apart. The
    * secure build has no 8-byte class: every slot holds a link and a marker word (the free fast
    * path's checks and the quarantine's poison need them). */
-  sizeclass_two_steps(&vam_classes, cfg_secure ? 16 : 8, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_MAX);
+  sizeclass_two_steps(&vam_classes, cfg_vam_hardened ? 16 : 8, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_MAX);
   vam_nclasses = vam_classes.count;
   if (cfg_sites) {   /* every group's copy of the classes: the size table serves them all */
     vam_nclasses = vam_classes.count * VAM_SITE_GROUPS;
@@ -51,9 +51,13 @@ static void design_heap_init(heap_t *h) {
     if (c < vam_nclasses) f->obj_size = (uint32_t)vam_slot_size(c);
     f->marker_off = sizeof(void *);
   }
-#if LOCUS_SECURE
+#if MITIGATION(KEYED_LINKS)
   h->d.link_key = vam_mix(vam_secret ^ (uintptr_t)h);
-  h->d.rng = vam_mix(h->d.link_key + 1);
+#endif
+#if MITIGATION(RANDOM_ORDER)
+  h->d.rng = vam_mix(vam_mix(vam_secret ^ (uintptr_t)h) + 1);
+#endif
+#if MITIGATION(QUARANTINE)
   h->d.poison_sink[0] = h->d.poison_sink[1] = POISON_WORD;
 #endif
 }
@@ -89,16 +93,16 @@ static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_
 static inline size_t vam_slot_size(unsigned cls) {
   size_t size = vam_classes.size[cls];
   if (cfg_small_headers && size < VAM_SMALL_LIMIT) return align_up(size + SMALL_HEADER, QUANTUM);
-  if (cfg_secure) return align_up(size + VAM_CANARY, QUANTUM);   /* the canary in the rounding when it fits */
+  if (mitigation(CANARIES)) return align_up(size + VAM_CANARY, QUANTUM);   /* the canary in the rounding when it fits */
   return size <= 8 ? size : align_up(size, QUANTUM);
 }
 
 /* The bytes of a slot of class cls the program may use (vam-header: its header besides). */
 static inline size_t vam_class_usable(unsigned cls) {
-  return cfg_secure ? vam_classes.size[cls] : vam_slot_size(cls);   /* secure: the canary after it */
+  return mitigation(CANARIES) ? vam_classes.size[cls] : vam_slot_size(cls);   /* secure: the canary after it */
 }
 static inline size_t vam_usable(const desc_t *b) {
-  return cfg_secure ? vam_class_usable(b->cls) : b->obj_size - (cfg_small_headers ? b->aux8 : 0);
+  return mitigation(CANARIES) ? vam_class_usable(b->cls) : b->obj_size - (cfg_small_headers ? b->aux8 : 0);
 }
 
 static inline unsigned vam_block_pages(unsigned cls) {

@@ -3,7 +3,7 @@
 
 /* vam-sites needs the caller's return address: inlined into the exported entry points (and
  * the secure build's, with its checks, would not be inlined otherwise). */
-#if LOCUS_VAM_SITES || LOCUS_SECURE
+#if LOCUS_VAM_SITES || (LOCUS_MITIGATIONS & MIT_BLOCKS)
 #define VAM_ALLOC_INLINE ALWAYS_INLINE
 #else
 #define VAM_ALLOC_INLINE inline
@@ -248,7 +248,7 @@ static ALWAYS_INLINE void vam_free_plain(heap_t *h, desc_t *d, void *p, const ch
 }
 
 static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
-  if (cfg_secure) vam_free_secure(h, d, p, call);
+  if (cfg_vam_hardened) vam_free_secure(h, d, p, call);
   else vam_free_plain(h, d, p, call);
 }
 

@@ -3,7 +3,7 @@
  * compiles each to nothing. */
 
 static inline uintptr_t vam_link_key(const heap_t *h) {
-#if LOCUS_SECURE
+#if MITIGATION(KEYED_LINKS)
   return h->d.link_key;
 #else
   (void)h;
@@ -32,7 +32,7 @@ static ALWAYS_INLINE void vam_canaries_check(const desc_t *b, const void *p, con
 }
 
 static inline uint64_t vam_random(heap_t *h) {
-#if LOCUS_SECURE
+#if MITIGATION(RANDOM_ORDER)
   return vam_mix(h->d.rng += 0x9E3779B97F4A7C15ull);
 #else
   (void)h;
@@ -43,7 +43,7 @@ static inline uint64_t vam_random(heap_t *h) {
 /* Secure build: a random bit (0 or 1), from a word of random bits drawn 63 at a time (the top
  * bit set on a fresh word is the sentinel that says the bits ran out). */
 static ALWAYS_INLINE size_t vam_coin(heap_t *h) {
-#if LOCUS_SECURE
+#if MITIGATION(RANDOM_ORDER)
   uint64_t bits = h->d.coins;
   if (unlikely(bits <= 1)) bits = vam_random(h) | 1ull << 63;
   h->d.coins = bits >> 1;
@@ -64,7 +64,7 @@ static ALWAYS_INLINE void vam_canary_set(const desc_t *b, char *slot) {
 /* Secure build: a block's slot 0 is never handed out (its canary guards slot 1's front): the
  * bump pointer starts past it, its canary written. */
 static void vam_block_skip_first(desc_t *b) {
-  if (!cfg_secure) return;
+  if (!mitigation(CANARIES)) return;
   char *start = desc_start(b);
   vam_canary_set(b, start);
   b->u.blk.bump = start + b->obj_size;
@@ -94,11 +94,11 @@ static ALWAYS_INLINE void *vam_slot_list(const heap_t *h, desc_t *b, void *p, ui
 static ALWAYS_INLINE char *vam_carve(heap_t *h, desc_t *b) {
   char *p = b->u.blk.bump;
   size_t size = b->obj_size;
-  if (cfg_secure) {
-    vam_canary_set(b, p);
+  if (mitigation(CANARIES)) vam_canary_set(b, p);
+  if (mitigation(RANDOM_ORDER)) {
     char *q = p + size;
     if (q < b->u.blk.end) {
-      vam_canary_set(b, q);
+      if (mitigation(CANARIES)) vam_canary_set(b, q);
       size_t pick = vam_coin(h) * size;
       char *other = q - pick;
       vam_slot_list(h, b, other, free_marker(other));

@@ -26,9 +26,10 @@ static bool vam_foreign_keep(heap_t *me, desc_t *d, void *p, const char *call) {
 /* The secure build checks, marks and quarantines another heap's object like its own (the
  * freeing thread's ring); vam_release_foreign then keeps it or sends it home. */
 static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
-  if (!cfg_secure) return vam_foreign_keep(me, d, p, call);
+  if (!mitigation(QUARANTINE)) return vam_foreign_keep(me, d, p, call);
   uint32_t off = (uint32_t)((char *)p - desc_start(d));
-  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !slot_multiple(off, d->aux) || off == 0) return false;
+  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !slot_multiple(off, d->aux) || (mitigation(CANARIES) && off == 0))
+    return false;
   vam_secure_retire(me, d, p, call);
   vam_quarantine_push(me, p, d);
   return true;
@@ -73,13 +74,13 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
     } else if (d->marker_off) {
       char *slot = cfg_small_headers ? (char *)p - d->aux8 : p;
       uintptr_t *mark = (uintptr_t *)(slot + d->marker_off);
-      if (cfg_secure && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
+      if (mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
       marker_free_remote(mark, free_marker(slot), p, call);
     }
   } else if (d->kind == KIND_VAM_LARGE) {
     bool alias;
     chunk_of(d, p, call, &alias);
-    if (cfg_secure && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
+    if (mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
   } else {
     locus_fatal(call, "invalid pointer", p);
   }
@@ -88,13 +89,13 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
 static size_t design_usable(desc_t *d, const void *p, const char *call) {
   if (d->kind == KIND_VAM_BLOCK) {
     vam_slot_index(d, p, call);
-    if (cfg_secure) vam_quarantine_check(p, call);
+    if (mitigation(QUARANTINE)) vam_quarantine_check(p, call);
     return vam_usable(d);
   }
   if (d->kind == KIND_VAM_LARGE) {
     bool alias;
     chunk_t *c = chunk_of(d, p, call, &alias);
-    if (cfg_secure) vam_quarantine_check(p, call);
+    if (mitigation(QUARANTINE)) vam_quarantine_check(p, call);
     return (size_t)((char *)c + chunk_size(c) - (char *)p);
   }
   locus_fatal(call, "invalid pointer", p);
@@ -140,7 +141,7 @@ static void design_stats(heap_t *h, locus_stats_t *st) {
     st->free_calls += out;
     st->bytes_allocated += (in - out) * vam_slot_size(c);
   }
-  for (unsigned i = 0; cfg_secure && i < VAM_QUARANTINE; i++)   /* freed, counted on release */
+  for (unsigned i = 0; mitigation(QUARANTINE) && i < VAM_QUARANTINE; i++)   /* freed, counted on release */
     st->free_calls += __atomic_load_n(&vam_quarantine_ring(h)[i].p, __ATOMIC_RELAXED) != NULL;
   uint64_t flushed = __atomic_load_n(&h->d.foreign_flushed, __ATOMIC_RELAXED);
   st->malloc_calls -= flushed;
@@ -169,7 +170,7 @@ static size_t vam_check_block(heap_t *h, desc_t *b) {
     }
     unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
   }
-  CHECK(b->used + nfree + unbumped + (cfg_secure ? 1 : 0) == cap);   /* secure: slot 0 unused */
+  CHECK(b->used + nfree + unbumped + (mitigation(CANARIES) ? 1 : 0) == cap);   /* canaries: slot 0 unused */
   if (vam_block_full(b)) CHECK(nfree == 0 && unbumped == 0);
   return bad;
 }

@@ -26,7 +26,7 @@ static size_t vam_poison_len(desc_t *d, void *p, const char *call) {
 
 /* The quarantine ring (secure build; NULL otherwise, never used). */
 static inline vam_quarantined_t *vam_quarantine_ring(heap_t *h) {
-#if LOCUS_SECURE
+#if MITIGATION(QUARANTINE)
   return h->d.quarantine;
 #else
   (void)h;
@@ -39,7 +39,7 @@ static inline vam_quarantined_t *vam_quarantine_ring(heap_t *h) {
  * heap's poison sink (a 16- or 24-byte object: one of them or both are canary). No branch: n
  * is a coin toss under churn of mixed sizes, and a branch on it mispredicted. */
 static ALWAYS_INLINE uintptr_t *vam_poison_at(heap_t *h, uintptr_t *w, size_t n) {
-#if LOCUS_SECURE
+#if MITIGATION(QUARANTINE)
   uintptr_t inside = (uintptr_t)0 - (uintptr_t)(n >= 4 * sizeof(uintptr_t));
   __asm__("" : "+r"(inside));   /* opaque: keeps the selection arithmetic */
   return (uintptr_t *)(((uintptr_t)&w[2] & inside) | ((uintptr_t)h->d.poison_sink & ~inside));
@@ -76,7 +76,7 @@ static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p, desc_t *b) 
 
 /* p (of block b, or NULL: see the ring) enters the quarantine, the oldest object leaves it. */
 static ALWAYS_INLINE void vam_quarantine_push(heap_t *h, void *p, desc_t *b) {
-#if LOCUS_SECURE
+#if MITIGATION(QUARANTINE)
   vam_quarantined_t *q = &h->d.quarantine[h->d.qnext], old = *q;
   h->d.qnext = (h->d.qnext + 1) % VAM_QUARANTINE;
   q->p = p;
@@ -90,7 +90,7 @@ static ALWAYS_INLINE void vam_quarantine_push(heap_t *h, void *p, desc_t *b) {
 /* Empties the quarantine (thread exit, purge). */
 static void vam_quarantine_flush(heap_t *h) {
   vam_quarantined_t *ring = vam_quarantine_ring(h);
-  for (unsigned i = 0; cfg_secure && i < VAM_QUARANTINE; i++) {
+  for (unsigned i = 0; mitigation(QUARANTINE) && i < VAM_QUARANTINE; i++) {
     vam_quarantined_t q = ring[i];
     ring[i].p = NULL;
     if (q.p) vam_quarantine_release(h, q.p, q.block);
@@ -104,17 +104,22 @@ static void vam_quarantine_flush(heap_t *h) {
 static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const char *call) {
   desc_t *b = d - d->back;
   if (b->kind == KIND_VAM_BLOCK) {
-    if (vam_slot_index(b, p, call) == 0) locus_fatal(call, "invalid pointer", p);
+    if (vam_slot_index(b, p, call) == 0 && mitigation(CANARIES)) locus_fatal(call, "invalid pointer", p);
     if ((char *)p >= b->u.blk.bump) vam_free_unbumped(b, p, p, call);   /* (no canary there yet) */
-    if (*(uintptr_t *)p == vam_qmark(p) || vam_slot_listed(h, b, p)) locus_fatal(call, "double free", p);
-    vam_canaries_check(b, p, call);
-  } else if (b->kind == KIND_VAM_LARGE) {
+    if ((mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) || vam_slot_listed(h, b, p))
+      locus_fatal(call, "double free", p);
+    if (mitigation(CANARIES)) vam_canaries_check(b, p, call);
+  } else if (b->kind == KIND_VAM_LARGE && mitigation(QUARANTINE)) {
     bool alias;
     chunk_t *c = chunk_of(b, p, call, &alias);
     if (*(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
     chunk_trust(chunk_next(c), call);
     if (c->prev_size) chunk_trust((chunk_t *)((char *)c - c->prev_size), call);
   } else {
+    vam_free_plain(h, d, p, call);
+    return;
+  }
+  if (!mitigation(QUARANTINE)) {   /* checked: freed at once */
     vam_free_plain(h, d, p, call);
     return;
   }
@@ -135,7 +140,8 @@ static ALWAYS_INLINE void vam_secure_retire(heap_t *h, desc_t *b, void *p, const
   uintptr_t *w = p;
   if (unlikely((char *)p >= b->u.blk.bump)) vam_free_unbumped(b, p, p, call);
   if (unlikely(w[1] == free_marker(p))) locus_fatal(call, "double free", p);   /* listed or quarantined */
-  vam_canaries_check(b, p, call);
+  if (mitigation(CANARIES)) vam_canaries_check(b, p, call);
+  if (!mitigation(QUARANTINE)) return;
   size_t n = vam_usable(b);
   _Static_assert(VAM_POISON_MAX == 32, "the fast path poisons up to four words");
   w[0] = vam_qmark(p);   /* usable sizes here: 16, 24, 32 ... */
@@ -146,10 +152,11 @@ static ALWAYS_INLINE void vam_secure_retire(heap_t *h, desc_t *b, void *p, const
 
 static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
   uint32_t off = vam_run_offset(d, p);
-  if (unlikely(!slot_multiple(off, d->aux) || off == 0)) { vam_free_secure_other(h, d, p, call); return; }
+  if (unlikely(!slot_multiple(off, d->aux) || (mitigation(CANARIES) && off == 0))) { vam_free_secure_other(h, d, p, call); return; }
   desc_t *b = d - d->back;
   vam_secure_retire(h, b, p, call);
-  vam_quarantine_push(h, p, b);
+  if (mitigation(QUARANTINE)) vam_quarantine_push(h, p, b);
+  else vam_slot_push(h, b, p, free_marker(p));
 }
 
 /* The most usable bytes an object that operator new(size) returned can have: a sized delete

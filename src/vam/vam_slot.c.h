@@ -90,14 +90,14 @@ static inline bool vam_block_full(const desc_t *b) {
 /* Takes p, the head of block b's free list, off it (not vam-bitmap). */
 static ALWAYS_INLINE void vam_list_pop(heap_t *h, desc_t *b, unsigned cls, char *p, bool zero) {
   void *next = vam_link_load(h, p);
-  if (cfg_secure && b->kind != KIND_VAM_FOREIGN) vam_link_check(b, next, p);   /* (foreign: many blocks) */
+  if (mitigation(KEYED_LINKS) && b->kind != KIND_VAM_FOREIGN) vam_link_check(b, next, p);   /* (foreign: many blocks) */
   b->u.blk.free = next;
   /* Retire when the list ran out (the secure build: and the bump range too, which it serves
    * after the list), without a branch: under churn of mixed sizes it goes either way about
    * half the time (cachegrind: half of these branches mispredicted; the store is
    * unconditional, 16% off threads1 and 12% off a mixed-size server loop). */
-  h->d.avail[cls] = pick((next == NULL) & (!cfg_secure || b->u.blk.bump >= b->u.blk.end), b->next, b);
-  if (zero) memset(p, 0, cfg_secure ? vam_usable(b) : b->obj_size);
+  h->d.avail[cls] = pick((next == NULL) & (!mitigation(RANDOM_ORDER) || b->u.blk.bump >= b->u.blk.end), b->next, b);
+  if (zero) memset(p, 0, mitigation(CANARIES) ? vam_usable(b) : b->obj_size);
 }
 
 /* An object from block b (the head of class cls's list), or NULL if b has no room: reap order,
@@ -108,13 +108,13 @@ static ALWAYS_INLINE void *vam_block_take(heap_t *h, desc_t *b, unsigned cls, bo
   if (cfg_block_bitmap) {
     if (b == &h->d.none || !(p = vam_bitmap_take(h, b))) return NULL;
     if (zero) memset(p, 0, b->obj_size);
-  } else if (cfg_secure && (p = b->u.blk.free) != NULL) {
+  } else if (mitigation(RANDOM_ORDER) && (p = b->u.blk.free) != NULL) {
     vam_list_pop(h, b, cls, p, zero);
   } else if (likely(b->u.blk.bump < b->u.blk.end)) {
     if (!b->u.blk.bump) __builtin_unreachable();   /* below a block's end: a real address (no NULL test) */
     p = vam_carve(h, b);
     if (unlikely(b->u.blk.bump >= b->u.blk.end) && !b->u.blk.free) vam_block_retire(h, b, cls);
-    if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, cfg_secure ? vam_usable(b) : b->obj_size);
+    if (zero && !(b->flags & FLAG_CLEAN)) memset(p, 0, mitigation(CANARIES) ? vam_usable(b) : b->obj_size);
   } else if (likely((p = b->u.blk.free) != NULL)) {
     vam_list_pop(h, b, cls, p, zero);
   } else {
