@@ -338,8 +338,6 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   return d->kind == KIND_LF_BLOCK && sizeclass_resize_fits(d->obj_size, d->cls == 0 ? 0 : 1, size);
 }
 
-/* design_stats, design_keep_foreign: the contract's defaults (internal.h). */
-
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < h->d.nbins; c++) {
     for (desc_t *b = h->d.bins[c].avail, *next; b; b = next) {
@@ -381,7 +379,6 @@ LOCUS_API size_t locus_lf_stats_json(char *buf, size_t len) {
 }
 
 /* ---- consistency check ---------------------------------------------------------------------- */
-
 
 static size_t lf_check_block(heap_t *h, desc_t *b) {
   size_t bad = 0;

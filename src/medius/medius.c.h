@@ -363,9 +363,6 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   return true;
 }
 
-/* design_stats, design_keep_foreign: the contract's defaults (internal.h): its counters go
- * through heap_count, and it sends every object another thread frees home. */
-
 /* The current span, when nothing in it is in use, goes back too. */
 static void design_release_spares(heap_t *h) {
   desc_t *sp = h->d.span;
@@ -375,7 +372,6 @@ static void design_release_spares(heap_t *h) {
 static void design_purge(heap_t *h) { design_release_spares(h); }
 
 /* ---- consistency check ------------------------------------------------------------------------ */
-
 
 /* Walks a span's blocks by their headers; returns the problems, adds its free blocks to *nfree. */
 static size_t medius_check_span(heap_t *h, desc_t *sp, size_t *nfree) {

@@ -360,8 +360,8 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   return d->kind == KIND_PHK_PAGE && sizeclass_resize_fits(d->obj_size, d->cls, size);
 }
 
-/* design_stats, design_keep_foreign: PHK keeps all its counters in h->stats and sends every
- * object another thread frees home (the contract's defaults, internal.h). */
+/* locus_purge: what thread exit gives back (PHK keeps nothing else). */
+static void design_purge(heap_t *h) { design_release_spares(h); }
 
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < phk_classes.count; c++) {
@@ -373,15 +373,12 @@ static void design_release_spares(heap_t *h) {
   }
 }
 
-static void design_purge(heap_t *h) { design_release_spares(h); }
-
 /* ---- consistency check --------------------------------------------------------------------- */
-
 
 /* One chunk page: its shape, and its bitmap (or free list) against its count. */
 static size_t phk_check_page(heap_t *h, desc_t *pg) {
-  size_t bad = 0;
   unsigned cls = pg->cls;
+  size_t bad = 0;
   CHECK(cls < phk_classes.count && desc_segment(pg)->heap == h && pg->npages == 1);
   if (cls >= phk_classes.count) return bad;
   const phk_class_t *k = &phk_class_info[cls];

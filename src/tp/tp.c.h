@@ -299,8 +299,6 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   return d->kind == KIND_TP_BLOCK && sizeclass_resize_fits(d->obj_size, d->cls, size);
 }
 
-/* design_stats, design_keep_foreign: the contract's defaults (internal.h). */
-
 /* The empty blocks kept for reuse (at most one per class) go back. */
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < tp_classes.count; c++) {
@@ -317,7 +315,6 @@ static void design_release_spares(heap_t *h) {
 static void design_purge(heap_t *h) { design_release_spares(h); }
 
 /* ---- consistency check ---------------------------------------------------------------------- */
-
 
 /* One block: its shape, and each K-region's free list and counts against its room bit. */
 static size_t tp_check_block(heap_t *h, desc_t *b) {

@@ -116,6 +116,7 @@ static ALWAYS_INLINE char *vam_carve(heap_t *h, desc_t *b) {
 static COLD void vam_link_corrupt(const void *p) { locus_fatal("malloc()", "corrupted free-list link (write after free) in", p); }
 static inline void vam_link_check(const desc_t *b, const char *next, const void *p) {
   const char *start = desc_start(b);
-  if (next && (next < start + b->obj_size || next >= b->u.blk.end ||
+  const char *first = start + (mitigation(CANARIES) ? b->obj_size : 0);   /* canaries: slot 0 is no object */
+  if (next && (next < first || next >= b->u.blk.end ||
                vam_slot_of(b, (size_t)(next - start)) < 0)) vam_link_corrupt(p);
 }
