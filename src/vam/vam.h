@@ -157,6 +157,16 @@ struct chunk {
 /* An entry of the secure build's quarantine: a freed object and, if it is a slot of a block
  * the free fast path serves, that block (its release then needs no lookup), else NULL. */
 typedef struct vam_quarantined { void *p; desc_t *block; } vam_quarantined_t;
+/* Per-heap state of the protections RANDOM_ORDER and QUARANTINE (mitigations.h). */
+typedef struct vam_random {
+  uint64_t rng;                  /* the coin tosses of vam_carve */
+  uint64_t coins;                /* random bits not yet used, above a sentinel bit (vam_coin) */
+} vam_random_t;
+typedef struct vam_quarantine {
+  vam_quarantined_t ring[VAM_QUARANTINE];   /* freed objects not yet reusable */
+  unsigned next;                 /* the ring's oldest entry, replaced by the next free */
+  uintptr_t poison_sink[2];      /* holds POISON_WORD: where the poison outside an object goes */
+} vam_quarantine_t;
 
 typedef struct design_heap {
   desc_t *avail[VAM_MAX_CLASSES];
@@ -180,19 +190,16 @@ typedef struct design_heap {
   uint64_t foreign_flushed;      /* cached foreign objects sent home (counted as a malloc and a
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
-  /* The protections' state, each only when its bit is on (mitigations.h, vam_harden.c.h,
-   * vam_quarantine.c.h). */
+  /* The protections' state, each only when its bit is on (mitigations.h), reached only
+   * through the accessors at the top of vam_block.c.h. */
 #if MITIGATION(KEYED_LINKS)
   uintptr_t link_key;            /* xored into every free-list link of this heap's blocks */
 #endif
 #if MITIGATION(RANDOM_ORDER)
-  uint64_t rng;                  /* the coin tosses of vam_carve */
-  uint64_t coins;                /* random bits not yet used, above a sentinel bit (vam_coin) */
+  vam_random_t random;
 #endif
 #if MITIGATION(QUARANTINE)
-  vam_quarantined_t quarantine[VAM_QUARANTINE];   /* freed objects not yet reusable, a ring */
-  unsigned qnext;                /* the ring's oldest entry, replaced by the next free */
-  uintptr_t poison_sink[2];      /* holds POISON_WORD: where the poison outside an object goes */
+  vam_quarantine_t quarantine;
 #endif
 #if LOCUS_VAM_SITES
   /* vam-sites: call sites by return address, direct-mapped. A site's allocations are counted

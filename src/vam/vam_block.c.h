@@ -9,6 +9,33 @@ static uint64_t chunk_cookie;
 static uint64_t vam_secret;   /* secure build: canaries, heap keys */
 static uint64_t vam_qsecret;  /* secure build: quarantine marks (a canary read out tells nothing of it) */
 
+/* The protections' per-heap state (vam.h): a pointer to it, NULL when its bit is off (never
+ * used then: every use is under mitigation(NAME)). */
+static inline uintptr_t *vam_link_key_of(heap_t *h) {
+#if MITIGATION(KEYED_LINKS)
+  return &h->d.link_key;
+#else
+  (void)h;
+  return NULL;
+#endif
+}
+static inline vam_random_t *vam_random_of(heap_t *h) {
+#if MITIGATION(RANDOM_ORDER)
+  return &h->d.random;
+#else
+  (void)h;
+  return NULL;
+#endif
+}
+static inline vam_quarantine_t *vam_quarantine_of(heap_t *h) {
+#if MITIGATION(QUARANTINE)
+  return &h->d.quarantine;
+#else
+  (void)h;
+  return NULL;
+#endif
+}
+
 /* splitmix64's finaliser: a secret-keyed value nobody can guess from the address. */
 static inline uint64_t vam_mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -51,15 +78,9 @@ static void design_heap_init(heap_t *h) {
     if (c < vam_nclasses) f->obj_size = (uint32_t)vam_slot_size(c);
     f->marker_off = sizeof(void *);
   }
-#if MITIGATION(KEYED_LINKS)
-  h->d.link_key = vam_mix(vam_secret ^ (uintptr_t)h);
-#endif
-#if MITIGATION(RANDOM_ORDER)
-  h->d.rng = vam_mix(vam_mix(vam_secret ^ (uintptr_t)h) + 1);
-#endif
-#if MITIGATION(QUARANTINE)
-  h->d.poison_sink[0] = h->d.poison_sink[1] = POISON_WORD;
-#endif
+  if (mitigation(KEYED_LINKS)) *vam_link_key_of(h) = vam_mix(vam_secret ^ (uintptr_t)h);
+  if (mitigation(RANDOM_ORDER)) vam_random_of(h)->rng = vam_mix(vam_mix(vam_secret ^ (uintptr_t)h) + 1);
+  if (mitigation(QUARANTINE)) vam_quarantine_of(h)->poison_sink[0] = vam_quarantine_of(h)->poison_sink[1] = POISON_WORD;
 }
 
 /* ---- block lists (ending at h->d.none, see vam.h) ------------------------------------------ */

@@ -3,12 +3,7 @@
  * compiles each to nothing. */
 
 static inline uintptr_t vam_link_key(const heap_t *h) {
-#if MITIGATION(KEYED_LINKS)
-  return h->d.link_key;
-#else
-  (void)h;
-  return 0;
-#endif
+  return mitigation(KEYED_LINKS) ? *vam_link_key_of((heap_t *)h) : 0;
 }
 /* A block's free-list link: safe-linked (config.h), and in the secure build keyed per heap. */
 static inline uintptr_t vam_link_encode(const heap_t *h, const void *at, const void *next) {
@@ -32,26 +27,19 @@ static ALWAYS_INLINE void vam_canaries_check(const desc_t *b, const void *p, con
 }
 
 static inline uint64_t vam_random(heap_t *h) {
-#if MITIGATION(RANDOM_ORDER)
-  return vam_mix(h->d.rng += 0x9E3779B97F4A7C15ull);
-#else
-  (void)h;
-  return 0;
-#endif
+  if (!mitigation(RANDOM_ORDER)) return 0;
+  return vam_mix(vam_random_of(h)->rng += 0x9E3779B97F4A7C15ull);
 }
 
 /* Secure build: a random bit (0 or 1), from a word of random bits drawn 63 at a time (the top
  * bit set on a fresh word is the sentinel that says the bits ran out). */
 static ALWAYS_INLINE size_t vam_coin(heap_t *h) {
-#if MITIGATION(RANDOM_ORDER)
-  uint64_t bits = h->d.coins;
+  if (!mitigation(RANDOM_ORDER)) return 0;
+  vam_random_t *r = vam_random_of(h);
+  uint64_t bits = r->coins;
   if (unlikely(bits <= 1)) bits = vam_random(h) | 1ull << 63;
-  h->d.coins = bits >> 1;
+  r->coins = bits >> 1;
   return bits & 1;
-#else
-  (void)h;
-  return 0;
-#endif
 }
 
 /* Secure build: writes the canary of slot (the one or two words after its usable bytes). */

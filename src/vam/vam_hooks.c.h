@@ -142,7 +142,7 @@ static void design_stats(heap_t *h, locus_stats_t *st) {
     st->bytes_allocated += (in - out) * vam_slot_size(c);
   }
   for (unsigned i = 0; mitigation(QUARANTINE) && i < VAM_QUARANTINE; i++)   /* freed, counted on release */
-    st->free_calls += __atomic_load_n(&vam_quarantine_ring(h)[i].p, __ATOMIC_RELAXED) != NULL;
+    st->free_calls += __atomic_load_n(&vam_quarantine_of(h)->ring[i].p, __ATOMIC_RELAXED) != NULL;
   uint64_t flushed = __atomic_load_n(&h->d.foreign_flushed, __ATOMIC_RELAXED);
   st->malloc_calls -= flushed;
   st->free_calls -= flushed;

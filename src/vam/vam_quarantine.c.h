@@ -24,29 +24,15 @@ static size_t vam_poison_len(desc_t *d, void *p, const char *call) {
   return n < VAM_POISON_MAX ? n : VAM_POISON_MAX;
 }
 
-/* The quarantine ring (secure build; NULL otherwise, never used). */
-static inline vam_quarantined_t *vam_quarantine_ring(heap_t *h) {
-#if MITIGATION(QUARANTINE)
-  return h->d.quarantine;
-#else
-  (void)h;
-  return NULL;
-#endif
-}
-
 /* Where words 2-3 of a quarantined slot of the free fast path are poisoned, its usable bytes
  * being n (16, 24, 32 ...): in place if the object has both (32 bytes or more), else in the
  * heap's poison sink (a 16- or 24-byte object: one of them or both are canary). No branch: n
  * is a coin toss under churn of mixed sizes, and a branch on it mispredicted. */
 static ALWAYS_INLINE uintptr_t *vam_poison_at(heap_t *h, uintptr_t *w, size_t n) {
-#if MITIGATION(QUARANTINE)
+  if (!mitigation(QUARANTINE)) return &w[2];
   uintptr_t inside = (uintptr_t)0 - (uintptr_t)(n >= 4 * sizeof(uintptr_t));
   __asm__("" : "+r"(inside));   /* opaque: keeps the selection arithmetic */
-  return (uintptr_t *)(((uintptr_t)&w[2] & inside) | ((uintptr_t)h->d.poison_sink & ~inside));
-#else
-  (void)h; (void)n;
-  return &w[2];
-#endif
+  return (uintptr_t *)(((uintptr_t)&w[2] & inside) | ((uintptr_t)vam_quarantine_of(h)->poison_sink & ~inside));
 }
 
 /* An object leaves the quarantine: its mark and poison must be intact (else it was written
@@ -76,20 +62,18 @@ static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p, desc_t *b) 
 
 /* p (of block b, or NULL: see the ring) enters the quarantine, the oldest object leaves it. */
 static ALWAYS_INLINE void vam_quarantine_push(heap_t *h, void *p, desc_t *b) {
-#if MITIGATION(QUARANTINE)
-  vam_quarantined_t *q = &h->d.quarantine[h->d.qnext], old = *q;
-  h->d.qnext = (h->d.qnext + 1) % VAM_QUARANTINE;
+  if (!mitigation(QUARANTINE)) return;
+  vam_quarantine_t *qs = vam_quarantine_of(h);
+  vam_quarantined_t *q = &qs->ring[qs->next], old = *q;
+  qs->next = (qs->next + 1) % VAM_QUARANTINE;
   q->p = p;
   q->block = b;
   if (old.p) vam_quarantine_release(h, old.p, old.block);
-#else
-  (void)h; (void)p; (void)b;
-#endif
 }
 
 /* Empties the quarantine (thread exit, purge). */
 static void vam_quarantine_flush(heap_t *h) {
-  vam_quarantined_t *ring = vam_quarantine_ring(h);
+  vam_quarantined_t *ring = mitigation(QUARANTINE) ? vam_quarantine_of(h)->ring : NULL;
   for (unsigned i = 0; mitigation(QUARANTINE) && i < VAM_QUARANTINE; i++) {
     vam_quarantined_t q = ring[i];
     ring[i].p = NULL;
