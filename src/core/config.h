@@ -32,6 +32,7 @@
 #define NOINLINE    __attribute__((noinline))
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define COLD        __attribute__((cold, noinline))
+#define UNUSED      __attribute__((unused))
 
 /* The variant's name as locus_variant() reports it. */
 #ifndef LOCUS_VARIANT

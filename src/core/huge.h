@@ -26,14 +26,7 @@ static COLD NOINLINE __attribute__((unused)) void huge_fatal_unlock(heap_t *ph, 
 }
 
 /* ph's ring of freed runs (mitigation QUARANTINE; NULL otherwise, never used). */
-static inline huge_run_quarantine_t *huge_run_ring(heap_t *ph) {
-#if MITIGATION(QUARANTINE)
-  return &ph->run_q;
-#else
-  (void)ph;
-  return NULL;
-#endif
-}
+static inline huge_run_quarantine_t *huge_run_ring(heap_t *ph UNUSED) { return mitigation_field(QUARANTINE, ph->run_q); }
 
 /* The oldest run leaves ph's ring (caller holds ph->pages_lock): its poison verified, its
  * pages free again. */

@@ -3,8 +3,9 @@
  * The contract first: what a design (src/<design>/) provides and may use. Then every function
  * one core file offers another, grouped by the file that defines it, in layer order
  * (README.md): a file calls only files before it in this list, and a later file only through
- * the design's hooks. The foundations (config.h, print.h, lock.h, os.h, options.h, bitmap.h,
- * sizeclass.h, pages.h) come before this header; their functions are listed for the map. */
+ * the design's hooks. The foundations (config.h, mitigations.h, print.h, lock.h, os.h,
+ * options.h, bitmap.h, sizeclass.h, pages.h, list.h) and the design's header come before this
+ * header; their functions are listed for the map. tools/check_layers.py checks the order. */
 #ifndef LOCUS_INTERNAL_H
 #define LOCUS_INTERNAL_H
 
@@ -143,6 +144,9 @@ static inline void *link_load(const void *at);
 static inline unsigned log2_floor(size_t x);
 static inline bool poison_intact(const void *p, size_t from, size_t n);
 
+/* ---- mitigations.h: the protections as named bits */
+/* macros: MITIGATION, mitigation, mitigation_field */
+
 /* ---- print.h: output without malloc, fatal errors, assertions */
 /* macros: ASSERT */
 COLD __attribute__((noreturn, unused)) static void locus_assert_fail(const char *c, const char *file, int line);
@@ -207,6 +211,9 @@ static inline void desc_list_insert(desc_t **head, desc_t *below, desc_t *d);
 static inline void desc_list_push(desc_t **head, desc_t *d);
 static inline void desc_list_remove(desc_t **head, desc_t *d);
 
+/* ---- stats_fields.h: the statistics fields */
+/* macros: LOCUS_STATS_FIELDS */
+
 /* ---- state.h: the heap type, global state, failure returns */
 static COLD NOINLINE void *alloc_failed(void);
 static inline uintptr_t free_marker_salted(const void *p, uint32_t salt);
@@ -260,6 +267,7 @@ static bool os_obj_resize(void *p, size_t size);
 static inline size_t os_obj_usable(const os_obj_t *o);
 
 /* ---- reclaim.h: pages given back, the shared decay clocks, kept runs */
+UNUSED static void block_emptied(heap_t *h, desc_t **head, desc_t *b);
 static void block_release(heap_t *h, desc_t *r);
 static void heap_release_kept_runs(heap_t *h);
 static void pages_free(heap_t *h, desc_t *r);
@@ -333,7 +341,6 @@ static bool is_region_object(const void *p);
 static size_t usable_impl(const void *p, const char *call);
 
 /* ---- stats.h: statistics */
-/* macros: STATS_FIELDS */
 static void stats_write(int fd);
 
 #endif

@@ -22,7 +22,7 @@ static inline void desc_list_remove(desc_t **head, desc_t *d) {
 /* A free emptied block b, on the list that starts at head: kept when it is alone there and the
  * discard policy is not immediate (so that one object allocated and freed in a loop does not
  * take and return pages each time); otherwise the design unlinks it and releases it
- * (block_release, reclaim.h). */
+ * (block_emptied, reclaim.h, does both for a design whose blocks of a class are on one list). */
 static inline bool block_keep_empty(const desc_t *head, const desc_t *b) {
   return opt.discard != DISCARD_IMMEDIATE && head == b && !b->next;
 }

@@ -61,6 +61,53 @@
 #define MITIGATION(name) ((LOCUS_MITIGATIONS & MIT_##name) != 0)
 #define mitigation(name) ((bool)MITIGATION(name))
 
+/* A field that exists only when its protection is on (declared under #if MITIGATION(NAME)) is
+ * reached only through mitigation_field(NAME, lvalue): &lvalue when the bit is on, NULL (and
+ * lvalue not compiled at all) when it is off. Every use of the pointer is under
+ * mitigation(NAME), so the NULL is never followed. These are the protections' only #if besides
+ * the fields' declarations. */
+#define mitigation_field(name, lvalue) MIT_FIELD_##name(lvalue)
+#if MITIGATION(KEYED_LINKS)
+#define MIT_FIELD_KEYED_LINKS(lvalue) (&(lvalue))
+#else
+#define MIT_FIELD_KEYED_LINKS(lvalue) NULL
+#endif
+#if MITIGATION(CANARIES)
+#define MIT_FIELD_CANARIES(lvalue) (&(lvalue))
+#else
+#define MIT_FIELD_CANARIES(lvalue) NULL
+#endif
+#if MITIGATION(RANDOM_ORDER)
+#define MIT_FIELD_RANDOM_ORDER(lvalue) (&(lvalue))
+#else
+#define MIT_FIELD_RANDOM_ORDER(lvalue) NULL
+#endif
+#if MITIGATION(QUARANTINE)
+#define MIT_FIELD_QUARANTINE(lvalue) (&(lvalue))
+#else
+#define MIT_FIELD_QUARANTINE(lvalue) NULL
+#endif
+#if MITIGATION(GUARD_PAGES)
+#define MIT_FIELD_GUARD_PAGES(lvalue) (&(lvalue))
+#else
+#define MIT_FIELD_GUARD_PAGES(lvalue) NULL
+#endif
+#if MITIGATION(HUGE_RELEASE)
+#define MIT_FIELD_HUGE_RELEASE(lvalue) (&(lvalue))
+#else
+#define MIT_FIELD_HUGE_RELEASE(lvalue) NULL
+#endif
+#if MITIGATION(SIZED_DELETE)
+#define MIT_FIELD_SIZED_DELETE(lvalue) (&(lvalue))
+#else
+#define MIT_FIELD_SIZED_DELETE(lvalue) NULL
+#endif
+#if MITIGATION(FAULT_NAMING)
+#define MIT_FIELD_FAULT_NAMING(lvalue) (&(lvalue))
+#else
+#define MIT_FIELD_FAULT_NAMING(lvalue) NULL
+#endif
+
 /* The protections of the designs' blocks (a design with none of them, or a build with none of
  * them on, keeps the flagship's block layout and free path). */
 #define MIT_BLOCKS (MIT_KEYED_LINKS | MIT_CANARIES | MIT_RANDOM_ORDER | MIT_QUARANTINE)

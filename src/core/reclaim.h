@@ -60,6 +60,16 @@ static void pages_shrink(heap_t *h, desc_t *r, size_t n) {
   pages_free(h, tail);
 }
 
+/* A free emptied block b of a design whose blocks of a class are on one list (*head): kept
+ * when block_keep_empty (list.h) says so, else unlinked and released. */
+UNUSED static void block_emptied(heap_t *h, desc_t **head, desc_t *b) {
+  if (!block_keep_empty(*head, b)) {
+    desc_list_remove(head, b);
+    block_release(h, b);
+  }
+  heap_debug_tick(h);
+}
+
 /* Gives back the free runs h kept for reuse (regions' chunks, region_engine.h): at thread
  * exit and on locus_purge. */
 static void heap_release_kept_runs(heap_t *h) {

@@ -296,11 +296,7 @@ static NOINLINE void lf_block_unfull(heap_t *h, desc_t *b) {
 /* A free emptied the block: back to the page manager, unless it is alone on its bin's list and
  * the policy is not immediate (then kept: one object allocated and freed in a loop keeps it). */
 static NOINLINE void lf_block_empty(heap_t *h, desc_t *b) {
-  if (!block_keep_empty(h->d.bins[b->cls].avail, b)) {
-    lf_avail_unlink(h, b);
-    block_release(h, b);
-  }
-  heap_debug_tick(h);
+  block_emptied(h, &h->d.bins[b->cls].avail, b);
 }
 
 static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {

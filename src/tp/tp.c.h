@@ -255,11 +255,7 @@ static NOINLINE void tp_block_unfull(heap_t *h, desc_t *b) {
 /* A free emptied the block: back to the page manager, unless it is alone on its class's list
  * and the policy is not immediate (then kept, see tp.h). */
 static NOINLINE void tp_block_empty(heap_t *h, desc_t *b) {
-  if (!block_keep_empty(h->d.avail[b->cls], b)) {
-    tp_avail_unlink(h, b);
-    block_release(h, b);
-  }
-  heap_debug_tick(h);
+  block_emptied(h, &h->d.avail[b->cls], b);
 }
 
 static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {

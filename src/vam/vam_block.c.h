@@ -11,30 +11,9 @@ static uint64_t vam_qsecret;  /* secure build: quarantine marks (a canary read o
 
 /* The protections' per-heap state (vam.h): a pointer to it, NULL when its bit is off (never
  * used then: every use is under mitigation(NAME)). */
-static inline uintptr_t *vam_link_key_of(heap_t *h) {
-#if MITIGATION(KEYED_LINKS)
-  return &h->d.link_key;
-#else
-  (void)h;
-  return NULL;
-#endif
-}
-static inline vam_random_t *vam_random_of(heap_t *h) {
-#if MITIGATION(RANDOM_ORDER)
-  return &h->d.random;
-#else
-  (void)h;
-  return NULL;
-#endif
-}
-static inline vam_quarantine_t *vam_quarantine_of(heap_t *h) {
-#if MITIGATION(QUARANTINE)
-  return &h->d.quarantine;
-#else
-  (void)h;
-  return NULL;
-#endif
-}
+static inline uintptr_t *vam_link_key_of(heap_t *h UNUSED) { return mitigation_field(KEYED_LINKS, h->d.link_key); }
+static inline vam_random_t *vam_random_of(heap_t *h UNUSED) { return mitigation_field(RANDOM_ORDER, h->d.random); }
+static inline vam_quarantine_t *vam_quarantine_of(heap_t *h UNUSED) { return mitigation_field(QUARANTINE, h->d.quarantine); }
 
 /* splitmix64's finaliser: a secret-keyed value nobody can guess from the address. */
 static inline uint64_t vam_mix(uint64_t z) {
