@@ -304,9 +304,9 @@ static inline void *cxx_new(size_t size, size_t align, bool nothrow) {
   return likely(p != NULL) ? p : cxx_new_retry(size, align, nothrow);
 }
 
-/* Sized delete's size against the object (debug and secure builds): more than its usable size
- * is wrong; so is, in the secure build, less than operator new(size) could have given it (a
- * design that says how much: DESIGN_USABLE_MAX). Aligned deletes pass exact = false: their
+/* Sized delete's size against the object (debug builds, and mitigation SIZED_DELETE): more
+ * than its usable size is wrong; so is, with SIZED_DELETE, less than operator new(size) could
+ * have given it (design_usable_max: a design that says how much). Aligned deletes pass exact = false: their
  * objects may hold the alignment's padding. */
 static NOINLINE void cxx_delete_check(void *p, size_t size, bool exact) {
   size_t usable = usable_impl(p, "operator delete");

@@ -5,10 +5,10 @@
 #ifndef LOCUS_HUGE_H
 #define LOCUS_HUGE_H
 
-/* ---- secure build: huge run objects framed by canaries, and their quarantine ----------------
+/* ---- mitigations CANARIES and QUARANTINE: canaries around run objects, a ring of freed runs -
  * A run object is [canary 16 B][object: usable bytes, a multiple of 16][canary 16 B][slack],
  * the canaries checked when the object is freed or resized. A freed run has its first
- * HUGE_POISON_BYTES poisoned and waits in its page manager's ring (heap.h) before its pages are
+ * HUGE_POISON_BYTES poisoned and waits in its page manager's ring (state.h) before its pages are
  * free again; leaving the ring, the poison is verified: writes after free are reported then.
  * Aligned requests (over 16 B) take own mappings instead. */
 #define HUGE_POISON_BYTES 32
@@ -94,7 +94,7 @@ static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero
   huge_cache_tick();
   heap_collect(h);
   bool clean;
-  /* From the shared huge-run heap (heap.h), unless a fork caught it mid-update (child). */
+  /* From the shared huge-run heap (state.h), unless a fork caught it mid-update (child). */
   heap_t *ph = huge_heap && !huge_heap->fork_broken ? huge_heap : h;
   desc_t *r = pages_alloc(ph, pages, align > os_page_size ? align >> os_page_shift : 1, &clean);
   if (!r) return alloc_failed();

@@ -84,7 +84,7 @@ static void huge_unmap(void *p, size_t size) {
   atomic_fetch_add_explicit(&os_discard_calls, 1, memory_order_relaxed);
 }
 
-/* The secure build maps one inaccessible page after every OS object (and puts the object
+/* Mitigation GUARD_PAGES maps one inaccessible page after every OS object (and puts the object
  * against it): a linear overflow faults at once instead of running into the next mapping. */
 static inline size_t os_obj_guard(void) { return mitigation(GUARD_PAGES) ? os_page_size : 0; }
 
@@ -108,9 +108,9 @@ static void os_obj_canary_check(const char *p, const char *call) {
   if (!big_canary_ok(p - 16)) locus_fatal(call, "heap underflow (canary overwritten) before", p);
 }
 
-/* ---- naming the faults of the secure build ---------------------------------------------------
+/* ---- naming the faults (mitigation FAULT_NAMING) ---------------------------------------------
  * A guard page or an unmapped object ends the program with SIGSEGV at the faulting access. So
- * that it says what happened, like every other check, the secure build installs a SIGSEGV
+ * that it says what happened, like every other check, FAULT_NAMING installs a SIGSEGV
  * handler (only where the program has none at start-up; a handler the program installs later
  * replaces it) that prints one line when the address is a segment's guard page, the guard page
  * after an own-mapping object, or one of the last GUARD_FREED objects unmapped on free, then

@@ -87,7 +87,7 @@ static inline size_t segment_header_count(void) {
   return align_up(sizeof(segment_t) + npages * sizeof(desc_t), os_page_size) >> os_page_shift;
 }
 
-/* The secure build's guard page: a segment's last page is inaccessible and belongs to no run,
+/* Mitigation GUARD_PAGES: a segment's last page is inaccessible and belongs to no run,
  * so a linear overflow off the end of a segment faults before it reaches the next one. */
 static inline size_t segment_guard_pages(void) { return mitigation(GUARD_PAGES) ? 1 : 0; }
 

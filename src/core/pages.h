@@ -41,7 +41,7 @@ enum desc_flags {
   FLAG_DIRTY = 1,    /* free run whose pages were not discarded */
   FLAG_CLEAN = 2,    /* run in use whose untouched part still reads as zero */
   FLAG_FULL = 4,     /* design block on its full list */
-  FLAG_QUARANTINED = 8,   /* secure: huge run freed, not yet reusable (huge.h) */
+  FLAG_QUARANTINED = 8,   /* QUARANTINE: huge run freed, not yet reusable (huge.h) */
 };
 
 /* One cache line each, and aligned to one (segment_t puts desc[] on a line boundary): free

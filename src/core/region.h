@@ -15,7 +15,7 @@
  * a bump allocation costs one bit set (its end), no header store.
  *
  * Objects over REGION_BUMP_MAX get a run of their own (KIND_REGION_BIG, the object at the
- * run's start), or past half a segment an OS object (huge.h) that names its region. Both are
+ * run's start), or past half a segment an OS object (osobj.h) that names its region. Both are
  * on the region's list of big objects and go back to the system as soon as they are freed.
  *
  * Invariants (region_check walks them):

@@ -16,7 +16,6 @@
 #ifndef LOCUS_STATE_H
 #define LOCUS_STATE_H
 
-
 #include <pthread.h>
 #include <sys/auxv.h>
 #include "../../include/locus.h"   /* locus_stats_t, for design_stats */
@@ -35,8 +34,8 @@ enum heap_state { HEAP_OWNED = 0, HEAP_ABANDONED = 1 };
 #define HEAP_REGION_CHUNK_BYTES (256u << 10)
 
 typedef struct heap heap_t;
-/* Secure build: huge runs freed into a heap's page manager wait in a ring before they are
- * reusable (huge.h); at most this many, and at most this many bytes. */
+/* Mitigation QUARANTINE: huge runs freed into a heap's page manager wait in a ring before they
+ * are reusable (huge.h); at most this many, and at most this many bytes. */
 #define HUGE_RUN_QUARANTINE 8
 #define HUGE_RUN_QUARANTINE_BYTES ((size_t)4 << 20)
 
@@ -66,7 +65,8 @@ struct heap {
   uint64_t slow_events;         /* debug builds: counts toward the periodic check */
   bool fork_taken;              /* fork_prepare took h->lock */
   bool fork_broken;             /* in a child: pages_lock was held by another thread at fork */
-  /* Chunks regions let go in this thread, for its next regions (region.h). Owner only. */
+  /* Free runs this thread keeps for reuse: chunks its regions let go, for its next regions
+   * (region_engine.h); given back at thread exit and on purge (reclaim.h). Owner only. */
   unsigned nchunks;
   size_t chunk_bytes;
   desc_t *chunks[HEAP_REGION_CHUNKS];
@@ -129,11 +129,11 @@ static heap_t heap_empty = { .d = DESIGN_EMPTY_HEAP };
 static heap_t *huge_heap;
 static __thread heap_t *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
 
-/* A huge run object's address: the run's start, after the secure build's canary (huge.h). */
+/* A huge run object's address: the run's start, after its canary (mitigation CANARIES; huge.h). */
 static inline size_t huge_front(void) { return mitigation(CANARIES) ? 16 : 0; }
 static inline char *huge_user(const desc_t *r) { return desc_start(r) + huge_front(); }
 
-/* Every global lock, so that fork (init.h) can take or reset each of them. */
+/* The global locks besides registry_lock, here so that fork (init.h) can take or reset each. */
 static lock_t huge_cache_lock;            /* the huge-object pool (osobj.h) */
 static lock_t region_quarantine_lock;     /* debug builds' destroyed region runs (region_engine.h) */
 static uint64_t region_cookie;            /* region handles' and markers' key (region.h), set at start-up */

@@ -23,7 +23,7 @@
  * Objects lie end to end from the block's start (no header), so a power-of-two object is aligned
  * to its size up to the page, which design_alloc_aligned uses. Its head descriptor (desc_t):
  *   kind = KIND_LF_BLOCK (other pages KIND_INTERIOR), cls = the bin, obj_size = the bin's size
- *   aux               the block's serial (salts the double-free markers, heap.h)
+ *   aux               the block's serial (salts the double-free markers, state.h)
  *   u.blk.free        free objects, safe-linked through word 0 (config.h)
  *   u.blk.bump        objects from here to u.blk.end were never handed out
  *   used              objects handed out and not freed

@@ -6,7 +6,7 @@
  *   medium  128-496 B  page blocks of four pages
  *   large   497 B-32 KiB  boundary-tagged chunks in shared 20-page large areas, best fit through
  *                      an indexed free-list table (one exact bin per 16 B, a bitmap over bins)
- *   huge    > 32 KiB   runs of pages / own mappings (core, huge.h)
+ *   huge    > 32 KiB   runs of pages / own mappings (core, huge.h, osobj.h)
  *
  * Page blocks are headerless: the block's descriptor (in the segment header) holds its class,
  * free list, bump pointer and count. Allocation inside a block is reap-style: bump until the
@@ -216,7 +216,7 @@ typedef struct design_heap {
   desc_t none;
 } design_heap_t;
 
-/* heap_empty's state: every list empty (see heap.h). */
+/* heap_empty's state: every list empty (see state.h). */
 #define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &heap_empty.d.none } }
 /* Optional hooks (internal.h): a foreign-object cache, counters of its own, sized-delete bounds. */
 #define DESIGN_HAS_KEEP_FOREIGN 1
