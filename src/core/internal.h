@@ -16,6 +16,7 @@ typedef struct os_obj os_obj_t;
 typedef struct huge_piece huge_piece_t;
 typedef struct site site_t;
 typedef struct sites_view sites_view_t;
+typedef struct region_big_os region_big_os_t;
 
 /* ==== the design contract =====================================================================
  *
@@ -263,6 +264,7 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero);
 static os_obj_t *os_obj_find(const void *p);
 static void os_obj_free(void *p, const char *call);
 static os_obj_t *os_obj_of(const void *p, const char *call);
+static inline void *os_obj_owner_area(os_obj_t *o);
 static bool os_obj_resize(void *p, size_t size);
 static inline size_t os_obj_usable(const os_obj_t *o);
 
@@ -306,6 +308,7 @@ static inline char *chunk_base(const locus_region_t *r, const desc_t *d);
 static inline uint64_t *chunk_bits(const desc_t *d);
 static inline char *chunk_top(const locus_region_t *r, const desc_t *d);
 static inline size_t granule_of(const desc_t *d, const void *p);
+static inline region_big_os_t *region_big_links(os_obj_t *o);
 static inline size_t region_bitmap_bytes(size_t chunk);
 static inline uintptr_t region_marker(const desc_t *d, const void *p);
 

@@ -55,9 +55,16 @@ typedef struct os_obj {
   uint32_t state;
   uint32_t nparts;         /* part i is [part_end[i-1], part_end[i]) (part 0 from 0) */
   size_t part_end[OS_OBJ_PARTS];
-  struct locus_region *region;           /* a big region object's region, else NULL */
-  struct os_obj *region_next, *region_prev;   /* the region's list of big OS objects */
+  struct locus_region *region;   /* a big region object's region, else NULL: the owner that
+                                    free() hands the object to (free.h) */
 } os_obj_t;
+
+/* The rest of an object's header page is its owner's: a region keeps its list of big objects
+ * there (region.h). At least OS_OBJ_OWNER_BYTES, right after the header (the user's object
+ * starts a page or more from the base). */
+#define OS_OBJ_OWNER_BYTES 64
+_Static_assert(sizeof(os_obj_t) + OS_OBJ_OWNER_BYTES <= 4096, "the owner's area fits the header page");
+static inline void *os_obj_owner_area(os_obj_t *o) { return o + 1; }
 
 typedef struct huge_piece {
   char *addr;

@@ -72,7 +72,7 @@ struct locus_region {
   uint32_t sized_map;            /* bit b: sized[b] is not empty */
   desc_t *chunks, *spare;        /* chunks in use (linked via next) / kept by a clear */
   desc_t *bigs;                  /* big runs (next/prev) */
-  os_obj_t *big_os;              /* big OS objects (region_next/prev) */
+  os_obj_t *big_os;              /* big OS objects (linked through region_big_links) */
   region_callback_t *callbacks;  /* newest first */
   locus_region_t *parent, *child, *next_sibling, *prev_sibling;
   size_t next_chunk;             /* bytes of the next new chunk */
@@ -82,6 +82,12 @@ struct locus_region {
 
 static _Atomic uint64_t region_salt;         /* chunk generations (salts the markers) */
 static _Atomic uint64_t regions_live, region_bytes_held;
+
+/* A big object in its own mapping is on its region's list through links the region keeps in
+ * the object's header page (os_obj_owner_area, osobj.h). */
+typedef struct region_big_os { os_obj_t *next, *prev; } region_big_os_t;
+_Static_assert(sizeof(region_big_os_t) <= OS_OBJ_OWNER_BYTES, "the links fit the owner's area");
+static inline region_big_os_t *region_big_links(os_obj_t *o) { return os_obj_owner_area(o); }
 
 /* ---- chunk geometry ------------------------------------------------------------------------ */
 

@@ -242,19 +242,17 @@ static void *region_big_alloc(locus_region_t *r, size_t size, size_t align, bool
     bool clean;
     desc_t *d = region_run_new(r, bytes, align > os_page_size ? align >> os_page_shift : 1, KIND_REGION_BIG, &clean);
     if (!d) return NULL;
-    d->prev = NULL;
-    d->next = r->bigs;
-    if (r->bigs) r->bigs->prev = d;
-    r->bigs = d;
+    desc_list_push(&r->bigs, d);
     p = desc_start(d);
     if (zero && !clean) memset(p, 0, size);
   } else {
     if (!(p = os_obj_alloc(size, align, zero))) return NULL;
     os_obj_t *o = os_obj_of(p, "locus_region_malloc()");
     o->region = r;
-    o->region_prev = NULL;
-    o->region_next = r->big_os;
-    if (r->big_os) r->big_os->region_prev = o;
+    region_big_os_t *links = region_big_links(o);
+    links->prev = NULL;
+    links->next = r->big_os;
+    if (r->big_os) region_big_links(r->big_os)->prev = o;
     r->big_os = o;
     bytes = os_obj_usable(o);
     region_count_held(r, (int64_t)bytes);
@@ -266,8 +264,7 @@ static void *region_big_alloc(locus_region_t *r, size_t size, size_t align, bool
 }
 
 static void region_big_free_run(locus_region_t *r, desc_t *d, bool dead) {
-  if (d->prev) d->prev->next = d->next; else r->bigs = d->next;
-  if (d->next) d->next->prev = d->prev;
+  desc_list_remove(&r->bigs, d);
   r->big_objects--;
   r->big_bytes -= desc_bytes(d);
   r->nchunks--;
@@ -275,8 +272,9 @@ static void region_big_free_run(locus_region_t *r, desc_t *d, bool dead) {
 }
 
 static void region_big_free_os(locus_region_t *r, os_obj_t *o) {
-  if (o->region_prev) o->region_prev->region_next = o->region_next; else r->big_os = o->region_next;
-  if (o->region_next) o->region_next->region_prev = o->region_prev;
+  region_big_os_t *links = region_big_links(o);
+  if (links->prev) region_big_links(links->prev)->next = links->next; else r->big_os = links->next;
+  if (links->next) region_big_links(links->next)->prev = links->prev;
   size_t bytes = os_obj_usable(o);
   r->big_objects--;
   r->big_bytes -= bytes;
