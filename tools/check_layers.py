@@ -8,8 +8,10 @@ contract" and "module map" banners. For every core file this lists each call to 
 defined in a later core file, or in a design's files, that is not a hook. Exit status 1 if
 there is any.
 
-  tools/check_layers.py [SRC]        check (SRC defaults to src/ beside this script)
-  tools/check_layers.py --map [SRC]  print, per defining file, the functions other files call
+  tools/check_layers.py [SRC]               check (SRC defaults to src/ beside this script)
+  tools/check_layers.py --map [SRC]         print, per defining file, the functions other files call
+  tools/check_layers.py --write-map [SRC]   rewrite internal.h's module map: their prototypes,
+                                            by defining file (after adding or moving a function)
 """
 import os, re, sys
 
@@ -62,6 +64,55 @@ def definitions(text):
             names.add(m.group(1))
     return names
 
+def prototype(raw, stripped, name):
+    """The prototype of `name` from its definition in a file (raw text, and the same stripped)."""
+    lines, st = raw.split('\n'), stripped.split('\n')
+    for k, l in enumerate(st):
+        if not l or l[0] in ' \t#}' or not re.search(r'[\s*]%s\s*\(' % name, l):
+            continue
+        if ';' in l.split('{')[0] and '{' not in l:
+            continue   # a forward declaration
+        m = DEF.match(ATTR.sub('', l))
+        if not m or m.group(1) != name:
+            continue
+        j, sig, flat = k, lines[k], l
+        while '{' not in st[j]:
+            j += 1
+            sig += '\n' + lines[j]
+            flat += '\n' + st[j]
+        return sig[:flat.index('{')].rstrip() + ';'
+    return None
+
+def write_map(core, order, defined, where, others):
+    path = os.path.join(core, 'internal.h')
+    text = open(path).read()
+    out = []
+    for i, f in enumerate(order):
+        if f == 'internal.h':
+            continue
+        raw = open(os.path.join(core, f)).read()
+        used = sorted(n for n in defined[f] if where.get(n) == i and any(
+            re.search(r'\b%s\s*\(' % n, t) for t in others(f)))
+        if not used:
+            continue
+        head = re.search(r'/\* %s \S+ ([^:.;,(]*)' % re.escape(f), raw)
+        out.append('\n/* ---- %s%s */' % (f, ': ' + head.group(1).strip() if head else ''))
+        macros = [n for n in used if re.search(r'#\s*define\s+%s\(' % n, raw)]
+        if macros:
+            out.append('/* macros: %s */' % ', '.join(macros))
+        for n in used:
+            if n in macros or re.search(r'^LOCUS_API\b[^\n]*\b%s\s*\(' % n, raw, re.M):
+                continue
+            proto = prototype(raw, strip(raw), n)
+            if proto:
+                out.append(proto)
+    mark = ' * order. Macros are named in a comment. */\n'
+    a = text.index(mark) + len(mark)
+    b = text.rindex('#endif')
+    open(path, 'w').write(text[:a] + '\n'.join(out).strip('\n') + '\n\n' + text[b:])
+    print('check_layers: module map of %s rewritten' % path)
+    return 0
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith('--')]
     src = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'src')
@@ -88,6 +139,8 @@ def main():
               if d not in ('core', 'lib') and os.path.isdir(os.path.join(src, d))
               for f in sorted(os.listdir(os.path.join(src, d))) if f.endswith('.h')]
     others = lambda f: [texts[g] for g in order if g != f] + dtexts
+    if '--write-map' in sys.argv:
+        return write_map(core, order, defined, where, others)
     if '--map' in sys.argv:
         for i, f in enumerate(order):
             used = sorted(n for n in defined[f] if where.get(n) == i and any(

@@ -134,8 +134,7 @@ static inline size_t design_usable_max(size_t size) { (void)size; return SIZE_MA
 /* ==== the module map ==========================================================================
  * Every function a core file offers another file (core or design), by defining file, in layer
  * order. Macros are named in a comment. */
-
-/* ---- config.h: knobs, compiler helpers, keyed links, poison */
+/* ---- config.h: platform facts */
 /* macros: likely, unlikely */
 static inline size_t align_up(size_t n, size_t a);
 static inline bool is_pow2(size_t x);
@@ -145,10 +144,10 @@ static inline void *link_load(const void *at);
 static inline unsigned log2_floor(size_t x);
 static inline bool poison_intact(const void *p, size_t from, size_t n);
 
-/* ---- mitigations.h: the protections as named bits */
+/* ---- mitigations.h: the hardened build's protections */
 /* macros: MITIGATION, mitigation, mitigation_field */
 
-/* ---- print.h: output without malloc, fatal errors, assertions */
+/* ---- print.h: formatted output without the C library's allocator */
 /* macros: ASSERT */
 COLD __attribute__((noreturn, unused)) static void locus_assert_fail(const char *c, const char *file, int line);
 COLD __attribute__((noreturn)) static void locus_fatal(const char *call, const char *what, const void *p);
@@ -159,14 +158,14 @@ static void out_flush(outbuf_t *o);
 static void out_fmt(outbuf_t *o, const char *f, ...);
 static void out_str(outbuf_t *o, const char *s);
 
-/* ---- lock.h: spin-then-futex locks */
+/* ---- lock.h: the lock of the few shared structures */
 static inline void lock_acquire(lock_t *l);
 static inline bool lock_held_by_self(lock_t *l);
 static inline void lock_release(lock_t *l);
 static inline void lock_reset(lock_t *l);
 static inline bool lock_try(lock_t *l);
 
-/* ---- os.h: mappings, discards, the segment map */
+/* ---- os.h: the OS contract */
 static void os_discard(void *p, size_t size);
 static void os_init(void);
 static void *os_map(size_t size);
@@ -175,18 +174,18 @@ static void os_unmap(void *p, size_t size);
 static inline unsigned segmap_get(const void *p);
 static void segmap_set(const void *p, size_t size, unsigned head, unsigned rest);
 
-/* ---- options.h: LOCUS_* options */
+/* ---- options.h: LOCUS_* environment options */
 static void options_init(void);
 static void options_print(outbuf_t *o, bool json);
 
-/* ---- bitmap.h: bit searches */
+/* ---- bitmap.h: bit sets with a summary word */
 static inline void bitmap2_clear(bitmap2_t *b, unsigned i);
 static inline int bitmap2_find_from(const bitmap2_t *b, unsigned i);
 static inline void bitmap2_set(bitmap2_t *b, unsigned i);
 static inline int bits_find_linear(const uint64_t *w, unsigned nwords, unsigned *inspected);
 static inline int bits_find_summary(uint64_t summary, const uint64_t *w, unsigned *inspected);
 
-/* ---- sizeclass.h: size-class tables */
+/* ---- sizeclass.h: size-class tables as data */
 static inline long divide_exact(size_t offset, uint32_t size, uint32_t recip);
 static void sizeclass_add(sizeclass_table_t *t, size_t sz);
 static void sizeclass_finish(sizeclass_table_t *t);
@@ -194,7 +193,7 @@ static inline long sizeclass_index(const sizeclass_table_t *t, unsigned cls, siz
 static inline unsigned sizeclass_of(const sizeclass_table_t *t, size_t size);
 static inline bool sizeclass_resize_fits(uint32_t obj_size, unsigned cls, size_t size);
 
-/* ---- pages.h: descriptors, segments, lookups */
+/* ---- pages.h: segments and page descriptors */
 static inline size_t desc_bytes(const desc_t *d);
 static inline desc_t *desc_head(segment_t *s, const void *p);
 static inline desc_t *desc_locate(segment_t *s, const void *p, size_t *off);
@@ -206,16 +205,16 @@ static uint64_t now_ms(void);
 static inline size_t page_index(const segment_t *s, const void *p);
 static inline segment_t *segment_of(const void *p);
 
-/* ---- list.h: the list of descriptors, the empty-block policy */
+/* ---- list.h: the doubly linked list of descriptors */
 static inline bool block_keep_empty(const desc_t *head, const desc_t *b);
 static inline void desc_list_insert(desc_t **head, desc_t *below, desc_t *d);
 static inline void desc_list_push(desc_t **head, desc_t *d);
 static inline void desc_list_remove(desc_t **head, desc_t *d);
 
-/* ---- stats_fields.h: the statistics fields */
+/* ---- stats_fields.h: the statistics' fields */
 /* macros: LOCUS_STATS_FIELDS */
 
-/* ---- state.h: the heap type, global state, failure returns */
+/* ---- state.h: the heap type and the library's global state */
 static COLD NOINLINE void *alloc_failed(void);
 static inline uintptr_t free_marker_salted(const void *p, uint32_t salt);
 static COLD __attribute__((noreturn)) void free_not_object(const desc_t *d, const void *p, const char *call);
@@ -223,7 +222,7 @@ static inline size_t huge_front(void);
 static inline char *huge_user(const desc_t *r);
 static inline void marker_free_remote(uintptr_t *mark, uintptr_t marker, const void *p, const char *call);
 
-/* ---- pagemgr.h: the page manager (caller holds pages_lock where noted) */
+/* ---- pagemgr.h: the page manager */
 /* macros: HEAP_FOR_EACH_RUN */
 static void bin_insert(pages_t *pm, desc_t *r);
 static void dirty_remove(pages_t *pm, desc_t *r);
@@ -242,7 +241,7 @@ static void run_remove(pages_t *pm, desc_t *r);
 static void run_shape_free(desc_t *r, size_t n, uint16_t flags);
 static inline size_t segment_guard_pages(void);
 
-/* ---- heap.h: registry, adoption, remote stacks, sweeps, checks */
+/* ---- heap.h: thread heaps */
 static heap_t *heap_adopt(void);
 static size_t heap_check(heap_t *h);
 static void heap_collect(heap_t *h);
@@ -253,7 +252,7 @@ static void heap_sweep_abandoned(uint64_t now);
 static void heap_trim_abandoned(heap_t *h, uint64_t now);
 static void heap_unlock_abandoned(heap_t *h);
 
-/* ---- osobj.h: OS objects, the huge pool, fault naming */
+/* ---- osobj.h: objects with their own mappings */
 static bool big_canary_ok(const char *at);
 static void big_canary_set(char *at);
 static void guard_fault_install(void);
@@ -268,7 +267,7 @@ static inline void *os_obj_owner_area(os_obj_t *o);
 static bool os_obj_resize(void *p, size_t size);
 static inline size_t os_obj_usable(const os_obj_t *o);
 
-/* ---- reclaim.h: pages given back, the shared decay clocks, kept runs */
+/* ---- reclaim.h: giving pages back */
 UNUSED static void block_emptied(heap_t *h, desc_t **head, desc_t *b);
 static void block_release(heap_t *h, desc_t *r);
 static void heap_release_kept_runs(heap_t *h);
@@ -277,7 +276,7 @@ static void pages_free_checked(heap_t *h, desc_t *r, const void *p, const char *
 static void pages_shared_decay(uint64_t now);
 static void pages_shrink(heap_t *h, desc_t *r, size_t n);
 
-/* ---- sites.h: per-site records */
+/* ---- sites.h: call sites */
 static inline void sites_flag(heap_t *h, uintptr_t ctx, uint32_t flag);
 static bool sites_in_wrapper(uintptr_t a);
 static ALWAYS_INLINE bool sites_maybe_wrapper(uintptr_t a);
@@ -289,18 +288,18 @@ static bool sites_view(sites_view_t *w);
 static void sites_view_done(sites_view_t *w);
 static ALWAYS_INLINE uintptr_t sites_walk_from(const uintptr_t *sp);
 
-/* ---- init.h: start-up, a thread's heap, thread exit, fork */
+/* ---- init.h: the library's life cycle */
 static void global_init(void);
 static heap_t *heap_acquire(void);
 
-/* ---- huge.h: huge objects in page runs */
+/* ---- huge.h: huge objects in runs of pages */
 static void heap_free_remote_run(heap_t *h, desc_t *d, void *p, const char *call);
 static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero);
 static void huge_free(heap_t *h, desc_t *r, void *p, const char *call);
 static bool huge_resize(heap_t *h, heap_t *ph, desc_t *r, size_t size);
 static void huge_run_quarantine_flush(heap_t *ph);
 
-/* ---- region.h: region types and chunk geometry */
+/* ---- region.h: regions with per-object free */
 static inline bool bit_get(const uint64_t *bits, size_t i);
 static size_t bit_next(const uint64_t *bits, size_t i);
 static inline void bit_set(uint64_t *bits, size_t i);
@@ -312,7 +311,7 @@ static inline region_big_os_t *region_big_links(os_obj_t *o);
 static inline size_t region_bitmap_bytes(size_t chunk);
 static inline uintptr_t region_marker(const desc_t *d, const void *p);
 
-/* ---- region_engine.h: the region engine */
+/* ---- region_engine.h: the engine of regions */
 static inline size_t free_object_size(const void *p, size_t bin_size);
 static ALWAYS_INLINE void *region_alloc(locus_region_t *r, size_t size, bool zero, const char *call);
 static NOINLINE void *region_alloc_slow(locus_region_t *r, size_t size, size_t align, bool zero);
@@ -332,10 +331,10 @@ static locus_region_t *region_of_object(desc_t *d, const void *p);
 static void region_release(locus_region_t *r, bool keep);
 static size_t region_usable(desc_t *d, const void *p, const char *call);
 
-/* ---- region_api.h: locus_region_* and the core's region realloc */
+/* ---- region_api.h: the locus_region_* API over the region engine */
 static void *region_realloc_any(void *p, size_t size);
 
-/* ---- free.h: every kind of free, usable size */
+/* ---- free.h: the one place that knows every kind of memory a pointer can be */
 static NOINLINE void core_free(heap_t *h, desc_t *d, void *p, const char *call);
 static ALWAYS_INLINE void free_impl(void *p, const char *call);
 static NOINLINE void free_in_run(heap_t *h, void *p, const char *call);
@@ -343,7 +342,7 @@ static NOINLINE void heap_free_remote(heap_t *h, desc_t *d, void *p, const char 
 static bool is_region_object(const void *p);
 static size_t usable_impl(const void *p, const char *call);
 
-/* ---- stats.h: statistics */
+/* ---- stats.h: the statistics */
 static void stats_write(int fd);
 
 #endif

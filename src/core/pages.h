@@ -1,4 +1,5 @@
-/* pages.h — segments, page descriptors and the page manager (runs of pages).
+/* pages.h — segments and page descriptors: the types of the page manager (pagemgr.h), runs of
+ * pages, and the lookup from an address to its descriptor.
  *
  * A segment is a 4 MiB reservation aligned to its size and owned by one heap. Its first pages
  * hold the segment header and one descriptor per page, so any address inside finds its
