@@ -32,6 +32,7 @@
 #define NOINLINE    __attribute__((noinline))
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define COLD        __attribute__((cold, noinline))
+#define UNUSED      __attribute__((unused))
 
 /* The variant's name as locus_variant() reports it. */
 #ifndef LOCUS_VARIANT
@@ -44,13 +45,11 @@
 #endif
 static const bool cfg_debug = LOCUS_DEBUG;
 
-/* Hardened build (liblocus-secure.so, docs/secure.md): keyed and checked free-list links,
- * guard pages, randomised slot order, canaries, a quarantine, huge objects made inaccessible on free,
- * sized-delete checks. Compiled out of every other library. */
+/* Hardened build (liblocus-secure.so, docs/secure.md): the preset of mitigations.h that turns
+ * every protection on. Compiled out of every other library. */
 #ifndef LOCUS_SECURE
 #define LOCUS_SECURE 0
 #endif
-static const bool cfg_secure = LOCUS_SECURE;
 
 /* Fundamental alignment. 16 on x86-64/aarch64 (alignof(max_align_t)); the q8 ablation variant
  * sets it to 8 and is weakly aligned by name. */
@@ -66,12 +65,6 @@ static const bool cfg_secure = LOCUS_SECURE;
 
 /* User address space covered by the segment map (x86-64 and aarch64 with 4-level tables). */
 #define ADDRESS_BITS 47
-
-#if LOCUS_DEBUG
-#define ASSERT(c) ((c) ? (void)0 : locus_assert_fail(#c, __FILE__, __LINE__))
-#else
-#define ASSERT(c) ((void)0)
-#endif
 
 static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 

@@ -8,7 +8,7 @@
  *
  * State: 0 free, 1 held, 2 held and a waiter may sleep (the release then wakes one). The lock
  * records its holder so that a fork from a signal handler that interrupted the holder does
- * not wait for itself (see heap.h, fork). The counters are written only by the holder, so they
+ * not wait for itself (see init.h, fork). The counters are written only by the holder, so they
  * need no atomics: `acquired` counts acquisitions, `contended` those that found the lock held. */
 #ifndef LOCUS_LOCK_H
 #define LOCUS_LOCK_H

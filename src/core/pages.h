@@ -1,4 +1,5 @@
-/* pages.h — segments, page descriptors and the page manager (runs of pages).
+/* pages.h — segments and page descriptors: the types of the page manager (pagemgr.h), runs of
+ * pages, and the lookup from an address to its descriptor.
  *
  * A segment is a 4 MiB reservation aligned to its size and owned by one heap. Its first pages
  * hold the segment header and one descriptor per page, so any address inside finds its
@@ -41,7 +42,7 @@ enum desc_flags {
   FLAG_DIRTY = 1,    /* free run whose pages were not discarded */
   FLAG_CLEAN = 2,    /* run in use whose untouched part still reads as zero */
   FLAG_FULL = 4,     /* design block on its full list */
-  FLAG_QUARANTINED = 8,   /* secure: huge run freed, not yet reusable (huge.h) */
+  FLAG_QUARANTINED = 8,   /* QUARANTINE: huge run freed, not yet reusable (huge.h) */
 };
 
 /* One cache line each, and aligned to one (segment_t puts desc[] on a line boundary): free
@@ -145,81 +146,6 @@ static uint64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* ---- bins -------------------------------------------------------------------------------- */
-
-static inline unsigned run_bin(size_t n) {
-  if (cfg_pages_first_fit) return 0;
-  return n <= 64 ? (unsigned)(n - 1) : 64 + log2_floor(n) - 6;
-}
-
-/* Descriptors lie in their segment's header in page order, so comparing descriptor addresses
- * compares run addresses. */
-static void bin_insert(pages_t *pm, desc_t *r) {
-  unsigned b = run_bin(r->npages);
-  desc_t *below = NULL;          /* first fit: the last run at a lower address */
-  if (cfg_pages_first_fit)
-    for (desc_t *c = pm->bins[b]; c && c < r; c = c->next) below = c;
-  r->prev = below;
-  r->next = below ? below->next : pm->bins[b];
-  if (r->next) r->next->prev = r;
-  if (below) below->next = r; else pm->bins[b] = r;
-  bitmap2_set(&pm->binmap, b);
-}
-
-static void bin_remove(pages_t *pm, desc_t *r) {
-  unsigned b = run_bin(r->npages);
-  if (r->prev) r->prev->next = r->next; else pm->bins[b] = r->next;
-  if (r->next) r->next->prev = r->prev;
-  if (!pm->bins[b]) bitmap2_clear(&pm->binmap, b);
-}
-
-static void dirty_push(pages_t *pm, desc_t *r, uint64_t when) {
-  r->flags |= FLAG_DIRTY;
-  r->u.run.freed_ms = when;
-  r->u.run.dnext = NULL;
-  r->u.run.dprev = pm->dirty_newest;
-  if (pm->dirty_newest) pm->dirty_newest->u.run.dnext = r; else pm->dirty_oldest = r;
-  pm->dirty_newest = r;
-  pm->dirty_pages += r->npages;
-}
-
-static void dirty_remove(pages_t *pm, desc_t *r) {
-  if (!(r->flags & FLAG_DIRTY)) return;
-  if (r->u.run.dprev) r->u.run.dprev->u.run.dnext = r->u.run.dnext; else pm->dirty_oldest = r->u.run.dnext;
-  if (r->u.run.dnext) r->u.run.dnext->u.run.dprev = r->u.run.dprev; else pm->dirty_newest = r->u.run.dprev;
-  r->flags &= (uint16_t)~FLAG_DIRTY;
-  pm->dirty_pages -= r->npages;
-}
-
-/* Makes the pages of [r, r+n), which a run in use held, plain free pages (kind FREE, back 0). */
-static void run_clear(desc_t *r, size_t n) {
-  for (size_t i = 0; i < n; i++) { r[i].kind = KIND_FREE; r[i].back = 0; r[i].flags = 0; }
-}
-
-/* Gives [r, r+n), whose pages are all plain free pages except perhaps r and the tail, the shape
- * of a free run: the head holds the length, the tail leads back to the head. Only the two ends
- * are written, so carving a block off a big free run, or merging free runs, costs O(1) and not
- * a store to every page's descriptor (which made a fresh segment's blocks cost O(pages) each). */
-static void run_shape_free(desc_t *r, size_t n, uint16_t flags) {
-  r->kind = KIND_FREE;
-  r->back = 0;
-  r->npages = (uint32_t)n;
-  r->flags = flags;
-  r[n - 1].kind = KIND_FREE;
-  r[n - 1].back = (uint32_t)(n - 1);
-}
-
-/* Adds a free run (not yet in any list) to the bins and, if dirty, to the dirty list. */
-static void run_insert(pages_t *pm, desc_t *r, bool dirty, uint64_t when) {
-  bin_insert(pm, r);
-  if (dirty) dirty_push(pm, r, when);
-}
-
-static void run_remove(pages_t *pm, desc_t *r) {
-  bin_remove(pm, r);
-  dirty_remove(pm, r);
 }
 
 #endif

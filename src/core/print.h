@@ -92,4 +92,11 @@ COLD __attribute__((noreturn, unused)) static void locus_assert_fail(const char 
   abort();
 }
 
+/* Debug builds' assertion (ASSERT) and walks of whole structures (CHECK, internal.h). */
+#if LOCUS_DEBUG
+#define ASSERT(c) ((c) ? (void)0 : locus_assert_fail(#c, __FILE__, __LINE__))
+#else
+#define ASSERT(c) ((void)0)
+#endif
+
 #endif

@@ -18,13 +18,11 @@
  * (locus_sites_json, the report at exit) read it relaxed. A design may set flags on a site
  * (SITE_CUSTOM: lf gave it a custom bin).
  *
- * Included by every unity file after heap.h. */
+ * After unwind.h in the core's order (src/core/README.md). */
 #ifndef LOCUS_SITES_H
 #define LOCUS_SITES_H
 
 #include <dlfcn.h>
-
-#include "unwind.h"
 
 #define SITES_SHIFT        12
 #define SITES_SLOTS        (1u << SITES_SHIFT)
@@ -136,7 +134,7 @@ static void sites_read_maps(void) {
 /* Whether a may lie in a wrapper: the fast test (one compare against the span). */
 static ALWAYS_INLINE bool sites_maybe_wrapper(uintptr_t a) { return a - sites_wrap_lo < sites_wrap_span; }
 
-static bool sites_in_wrapper(uintptr_t a) { return unwind_module_of(a) != NULL; }
+static bool sites_in_wrapper(uintptr_t a) { return unwind_known(a); }
 
 /* The site of a call that came through a wrapper (see above): the first return address up the
  * stack outside the wrappers, or ra when the walk cannot say. */

@@ -111,6 +111,9 @@ static const unwind_module_t *unwind_module_of(uintptr_t pc) {
   return NULL;
 }
 
+/* Whether pc lies in one of the modules the walk goes through. */
+static bool unwind_known(uintptr_t pc) { return unwind_module_of(pc) != NULL; }
+
 /* ---- reading a frame description ------------------------------------------------------------ */
 
 static uint64_t unwind_uleb(const uint8_t **p, const uint8_t *end) {

@@ -145,18 +145,8 @@ static void design_heap_init(heap_t *h) {
 
 /* ---- blocks --------------------------------------------------------------------------------- */
 
-static void lf_avail_push(heap_t *h, desc_t *b) {
-  desc_t **head = &h->d.bins[b->cls].avail;
-  b->prev = NULL;
-  b->next = *head;
-  if (*head) (*head)->prev = b;
-  *head = b;
-}
-
-static void lf_avail_unlink(heap_t *h, desc_t *b) {
-  if (b->prev) b->prev->next = b->next; else h->d.bins[b->cls].avail = b->next;
-  if (b->next) b->next->prev = b->prev;
-}
+static void lf_avail_push(heap_t *h, desc_t *b) { desc_list_push(&h->d.bins[b->cls].avail, b); }
+static void lf_avail_unlink(heap_t *h, desc_t *b) { desc_list_remove(&h->d.bins[b->cls].avail, b); }
 
 static desc_t *lf_block_new(heap_t *h, unsigned cls) {
   bool clean;
@@ -173,7 +163,7 @@ static desc_t *lf_block_new(heap_t *h, unsigned cls) {
   b->u.blk.bump = desc_start(b);
   b->u.blk.end = desc_start(b) + bytes / size * size;
   lf_avail_push(h, b);
-  h->stats.blocks_in_use++;
+  heap_count(h, blocks_in_use, 1);
   if (cfg_lf && cls >= LF_STD_CLASSES) h->d.lf.custom_blocks++;
   return b;
 }
@@ -200,8 +190,8 @@ static ALWAYS_INLINE void *lf_take(heap_t *h, desc_t *b, bool zero) {
     lf_avail_unlink(h, b);
     b->flags |= FLAG_FULL;
   }
-  h->stats.malloc_calls++;
-  h->stats.bytes_allocated += size;
+  heap_count(h, malloc_calls, 1);
+  heap_count(h, bytes_allocated, size);
   return p;
 }
 
@@ -262,8 +252,9 @@ static ALWAYS_INLINE void *lf_alloc(heap_t *h, size_t size, bool zero) {
   return lf_alloc_ctx(h, size, zero, cfg_lf ? (uintptr_t)__builtin_return_address(0) : 0);
 }
 
-#define design_alloc lf_alloc
-#define design_alloc_ra lf_alloc_ctx   /* api.h's LOCUS_SITES path passes the caller's address */
+static ALWAYS_INLINE void *design_alloc(heap_t *h, size_t size, bool zero) { return lf_alloc(h, size, zero); }
+/* LOCUS_SITES=1 (api.h) passes the caller's address. */
+static ALWAYS_INLINE void *design_alloc_ra(heap_t *h, size_t size, bool zero, uintptr_t ra) { return lf_alloc_ctx(h, size, zero, ra); }
 
 /* LF ignores hints. */
 static void *design_alloc_near(heap_t *h, size_t size, const void *hint, bool zero) {
@@ -299,8 +290,8 @@ static ALWAYS_INLINE void lf_free(heap_t *h, desc_t *b, void *p, const char *cal
   w[0] = link_encode(p, b->u.blk.free);
   w[1] = marker;
   b->u.blk.free = p;
-  h->stats.free_calls++;
-  h->stats.bytes_allocated -= b->obj_size;
+  heap_count(h, free_calls, 1);
+  heap_uncount(h, bytes_allocated, b->obj_size);
   if (unlikely(b->flags & FLAG_FULL)) lf_block_unfull(h, b);
   if (unlikely(--b->used == 0)) lf_block_empty(h, b);
 }
@@ -313,11 +304,7 @@ static NOINLINE void lf_block_unfull(heap_t *h, desc_t *b) {
 /* A free emptied the block: back to the page manager, unless it is alone on its bin's list and
  * the policy is not immediate (then kept: one object allocated and freed in a loop keeps it). */
 static NOINLINE void lf_block_empty(heap_t *h, desc_t *b) {
-  if (opt.discard == DISCARD_IMMEDIATE || h->d.bins[b->cls].avail != b || b->next) {
-    lf_avail_unlink(h, b);
-    block_release(h, b);
-  }
-  heap_debug_tick(h);
+  block_emptied(h, &h->d.bins[b->cls].avail, b);
 }
 
 static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
@@ -354,8 +341,6 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   (void)h; (void)p;
   return d->kind == KIND_LF_BLOCK && sizeclass_resize_fits(d->obj_size, d->cls == 0 ? 0 : 1, size);
 }
-
-/* design_stats, design_keep_foreign: DESIGN_PLAIN_HOOKS (lf.h). */
 
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < h->d.nbins; c++) {
@@ -398,8 +383,6 @@ LOCUS_API size_t locus_lf_stats_json(char *buf, size_t len) {
 }
 
 /* ---- consistency check ---------------------------------------------------------------------- */
-
-#define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
 
 static size_t lf_check_block(heap_t *h, desc_t *b) {
   size_t bad = 0;
@@ -444,7 +427,7 @@ static size_t design_check(heap_t *h) {
     if (r->flags & FLAG_FULL) full++;
   })
   CHECK(listed + full == blocks);
-  CHECK(blocks == h->stats.blocks_in_use);
+  CHECK(blocks == heap_counter(h, blocks_in_use));
   if (h->d.table && h->d.table != lf_no_table) {
     size_t pairs = 0;
     for (size_t i = 0; i < LF_TABLE_SLOTS; i++) {
@@ -459,4 +442,3 @@ static size_t design_check(heap_t *h) {
   return bad;
 }
 
-#undef CHECK

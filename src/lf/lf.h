@@ -27,7 +27,7 @@
  * Objects lie end to end from the block's start (no header), so a power-of-two object is aligned
  * to its size up to the page, which design_alloc_aligned uses. Its head descriptor (desc_t):
  *   kind = KIND_LF_BLOCK (other pages KIND_INTERIOR), cls = the bin, obj_size = the bin's size
- *   aux               the block's serial (salts the double-free markers, heap.h)
+ *   aux               the block's serial (salts the double-free markers, state.h)
  *   u.blk.free        free objects, safe-linked through word 0 (config.h)
  *   u.blk.bump        objects from here to u.blk.end were never handed out
  *   used              objects handed out and not freed
@@ -113,7 +113,10 @@ typedef struct design_heap {
   lf_counters_t lf;
 } design_heap_t;
 
-#define DESIGN_PLAIN_HOOKS 1   /* counters in h->stats and lf_counters, no foreign cache (heap.h) */
+/* Optional hooks (internal.h): design_alloc_ra, the call site (LOCUS_SITES=1 passes the
+ * caller's address). Counters go through heap_count; no foreign-object cache. */
+#define DESIGN_HAS_ALLOC_RA 1
+
 /* heap_empty's table, and a heap's whose table could not be mapped: all empty slots, never
  * written (untouched .bss: the zero page), so the fast path needs no test for "no table". */
 #if LOCUS_LF

@@ -110,11 +110,8 @@ static desc_t *medius_span_new(heap_t *h) {
   sp->flags = clean ? FLAG_CLEAN : 0;
   for (size_t off = (size_t)1 << medius_k; off < medius_span_bytes; off += (size_t)1 << medius_k)
     *record_nodes(medius_record(start + off)) = NULL;
-  sp->prev = NULL;
-  sp->next = h->d.spans;
-  if (sp->next) sp->next->prev = sp;
-  h->d.spans = sp;
-  h->stats.blocks_in_use++;
+  desc_list_push(&h->d.spans, sp);
+  heap_count(h, blocks_in_use, 1);
   desc_t *old = h->d.span;
   h->d.span = sp;
   if (old && old->aux == 0) medius_span_release(h, old);
@@ -129,7 +126,7 @@ static bool medius_node_refill(heap_t *h) {
   desc_t *r = pages_alloc(h, MEDIUS_NODE_PAGES, 1, &clean);
   if (!r) return false;
   r->kind = KIND_MEDIUS_NODES;
-  h->stats.blocks_in_use++;
+  heap_count(h, blocks_in_use, 1);
   h->d.node_runs++;
   mnode_t *n = (mnode_t *)desc_start(r);
   size_t count = desc_bytes(r) / sizeof(mnode_t);
@@ -159,8 +156,8 @@ static ALWAYS_INLINE void *medius_pop(heap_t *h, mnode_t *n, bool zero) {
   medius_set_state(p, sp, M_INUSE);
   sp->aux++;
   size_t size = medius_class_size(n->cls);
-  h->stats.malloc_calls++;
-  h->stats.bytes_allocated += size;
+  heap_count(h, malloc_calls, 1);
+  heap_count(h, bytes_allocated, size);
   if (zero) memset(p, 0, size);
   return p;
 }
@@ -180,8 +177,8 @@ static void *medius_carve_in(heap_t *h, desc_t *sp, unsigned cls, size_t align, 
   sp->u.any[1] = p + size;
   medius_set_header(p, sp, cls, M_INUSE);
   sp->aux++;
-  h->stats.malloc_calls++;
-  h->stats.bytes_allocated += size;
+  heap_count(h, malloc_calls, 1);
+  heap_count(h, bytes_allocated, size);
   if (zero && !(sp->flags & FLAG_CLEAN)) memset(p, 0, size);
   return p;
 }
@@ -224,7 +221,7 @@ static ALWAYS_INLINE void *medius_alloc(heap_t *h, size_t size, bool zero) {
   return medius_alloc_slow(h, size, MEDIUS_HEADER, zero);
 }
 
-#define design_alloc medius_alloc
+static ALWAYS_INLINE void *design_alloc(heap_t *h, size_t size, bool zero) { return medius_alloc(h, size, zero); }
 
 /* Address, then size: a free block of the class in the hint's K-region (the seed's O(s) walk of
  * the record's classes); else the bump pointer when it lies in that K-region; else as malloc. */
@@ -272,8 +269,8 @@ static void medius_free_block(heap_t *h, desc_t *sp, void *p, const char *call) 
   }
   medius_set_state(p, sp, M_FREE);
   size_t size = medius_class_size(cls);
-  h->stats.free_calls++;
-  h->stats.bytes_allocated -= size;
+  heap_count(h, free_calls, 1);
+  heap_uncount(h, bytes_allocated, size);
   desc_t *rec = medius_record(p);
   mnode_t *n = *record_nodes(rec);
   while (n && n->cls != cls) n = n->rnext;
@@ -306,8 +303,7 @@ static void medius_span_release(heap_t *h, desc_t *sp) {
     desc_t *rec = medius_record(start + off);
     while (*record_nodes(rec)) medius_node_drop(h, rec, *record_nodes(rec));
   }
-  if (sp->prev) sp->prev->next = sp->next; else h->d.spans = sp->next;
-  if (sp->next) sp->next->prev = sp->prev;
+  desc_list_remove(&h->d.spans, sp);
   if (h->d.span == sp) h->d.span = NULL;
   block_release(h, sp);
   heap_debug_tick(h);
@@ -362,21 +358,9 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   d->u.any[1] = (char *)p + medius_class_size(want);
   if (want < cls) d->flags &= (uint16_t)~FLAG_CLEAN;
   medius_set_header(p, d, want, M_INUSE);
-  h->stats.bytes_allocated += medius_class_size(want);
-  h->stats.bytes_allocated -= have;
+  heap_count(h, bytes_allocated, medius_class_size(want));
+  heap_uncount(h, bytes_allocated, have);
   return true;
-}
-
-/* Medius keeps all its counters in h->stats. */
-static void design_stats(heap_t *h, locus_stats_t *st) {
-  (void)h;
-  (void)st;
-}
-
-/* Medius sends every object another thread frees home. */
-static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
-  (void)me; (void)d; (void)p; (void)call;
-  return false;
 }
 
 /* The current span, when nothing in it is in use, goes back too. */
@@ -388,8 +372,6 @@ static void design_release_spares(heap_t *h) {
 static void design_purge(heap_t *h) { design_release_spares(h); }
 
 /* ---- consistency check ------------------------------------------------------------------------ */
-
-#define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
 
 /* Walks a span's blocks by their headers; returns the problems, adds its free blocks to *nfree. */
 static size_t medius_check_span(heap_t *h, desc_t *sp, size_t *nfree) {
@@ -454,8 +436,7 @@ static size_t design_check(heap_t *h) {
     }
   }
   CHECK(listed <= free_blocks);   /* blocks freed without a node (out of memory) are unlisted */
-  CHECK(spans + h->d.node_runs == h->stats.blocks_in_use);
+  CHECK(spans + h->d.node_runs == heap_counter(h, blocks_in_use));
   return bad;
 }
 
-#undef CHECK

@@ -70,16 +70,14 @@ static void phk_avail_insert(heap_t *h, desc_t *pg) {
   desc_t **head = &h->d.avail[pg->cls], *below = NULL;
   if (*head != &phk_none)
     for (desc_t *c = *head; c && c < pg; c = c->next) below = c;
-  pg->prev = below;
-  pg->next = below ? below->next : (*head == &phk_none ? NULL : *head);
-  if (pg->next) pg->next->prev = pg;
-  if (below) below->next = pg; else *head = pg;
+  if (*head == &phk_none) *head = NULL;
+  desc_list_insert(head, below, pg);
 }
 
 static void phk_avail_unlink(heap_t *h, desc_t *pg) {
   desc_t **head = &h->d.avail[pg->cls];
-  if (pg->prev) pg->prev->next = pg->next; else *head = pg->next ? pg->next : &phk_none;
-  if (pg->next) pg->next->prev = pg->prev;
+  desc_list_remove(head, pg);
+  if (!*head) *head = &phk_none;
 }
 
 /* The head page just handed out its last free chunk: off the list, flagged full (PHKmalloc
@@ -123,7 +121,7 @@ static desc_t *phk_page_new(heap_t *h, unsigned cls) {
     *phk_summary(pg) = k->nwords == 64 ? ~0ull : (1ull << k->nwords) - 1;
   }
   phk_avail_insert(h, pg);
-  h->stats.blocks_in_use++;
+  heap_count(h, blocks_in_use, 1);
   return pg;
 }
 
@@ -147,9 +145,9 @@ static ALWAYS_INLINE void *phk_take_bit(heap_t *h, desc_t *pg, bool *full) {
   } else {
     *full = pg->used + 1u == pg->aux;
   }
-  h->stats.search_words += inspected;
-  h->stats.searches++;
-  if (unlikely(inspected > h->stats.search_words_max)) h->stats.search_words_max = inspected;
+  heap_count(h, search_words, inspected);
+  heap_count(h, searches, 1);
+  heap_count_max(h, search_words_max, inspected);
   return phk_start(pg) + (size_t)i * pg->obj_size;
 }
 
@@ -200,8 +198,8 @@ static ALWAYS_INLINE void *phk_alloc_small(heap_t *h, unsigned cls, bool zero) {
   if (unlikely(!p)) return phk_alloc_slow(h, cls, zero);
   pg->used++;
   if (unlikely(full)) phk_page_full(h, pg);
-  h->stats.malloc_calls++;
-  h->stats.bytes_allocated += pg->obj_size;
+  heap_count(h, malloc_calls, 1);
+  heap_count(h, bytes_allocated, pg->obj_size);
   return p;
 }
 
@@ -223,7 +221,7 @@ static ALWAYS_INLINE void *phk_alloc(heap_t *h, size_t size, bool zero) {
   return phk_alloc_pages(h, size, zero);
 }
 
-#define design_alloc phk_alloc
+static ALWAYS_INLINE void *design_alloc(heap_t *h, size_t size, bool zero) { return phk_alloc(h, size, zero); }
 
 /* PHK places objects by size and address order only: a hint is a plain malloc. */
 static void *design_alloc_near(heap_t *h, size_t size, const void *hint, bool zero) {
@@ -281,8 +279,8 @@ static ALWAYS_INLINE void phk_free_chunk(heap_t *h, desc_t *pg, void *p, size_t 
     *wi |= bit;
     if (cfg_phk_summary) *phk_summary(pg) |= 1ull << (i >> 6);
   }
-  h->stats.free_calls++;
-  h->stats.bytes_allocated -= pg->obj_size;
+  heap_count(h, free_calls, 1);
+  heap_uncount(h, bytes_allocated, pg->obj_size);
   if (unlikely(pg->flags & FLAG_FULL)) phk_page_unfull(h, pg);
   if (unlikely(--pg->used == 0)) phk_page_empty(h, pg);
 }
@@ -298,7 +296,7 @@ static NOINLINE void phk_page_unfull(heap_t *h, desc_t *pg) {
  * and the policy is not immediate; then it is kept (a reap page back in bump mode), so that one
  * object allocated and freed in a loop does not take and return a page each time. */
 static NOINLINE void phk_page_empty(heap_t *h, desc_t *pg) {
-  if (opt.discard != DISCARD_IMMEDIATE && h->d.avail[pg->cls] == pg && !pg->next) {
+  if (block_keep_empty(h->d.avail[pg->cls], pg)) {
     if (cfg_phk_reap) {
       pg->u.blk.bump = desc_start(pg);
       pg->u.blk.free = NULL;
@@ -362,8 +360,8 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   return d->kind == KIND_PHK_PAGE && sizeclass_resize_fits(d->obj_size, d->cls, size);
 }
 
-/* design_stats, design_keep_foreign: PHK keeps all its counters in h->stats and sends every
- * object another thread frees home (DESIGN_PLAIN_HOOKS, phk.h). */
+/* locus_purge: what thread exit gives back (PHK keeps nothing else). */
+static void design_purge(heap_t *h) { design_release_spares(h); }
 
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < phk_classes.count; c++) {
@@ -375,16 +373,12 @@ static void design_release_spares(heap_t *h) {
   }
 }
 
-static void design_purge(heap_t *h) { design_release_spares(h); }
-
 /* ---- consistency check --------------------------------------------------------------------- */
-
-#define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
 
 /* One chunk page: its shape, and its bitmap (or free list) against its count. */
 static size_t phk_check_page(heap_t *h, desc_t *pg) {
-  size_t bad = 0;
   unsigned cls = pg->cls;
+  size_t bad = 0;
   CHECK(cls < phk_classes.count && desc_segment(pg)->heap == h && pg->npages == 1);
   if (cls >= phk_classes.count) return bad;
   const phk_class_t *k = &phk_class_info[cls];
@@ -446,10 +440,9 @@ static size_t design_check(heap_t *h) {
     }
   }
   CHECK(listed + full == pages);
-  CHECK(pages == h->stats.blocks_in_use);
+  CHECK(pages == heap_counter(h, blocks_in_use));
   if (cfg_pages_first_fit)
     for (desc_t *r = h->pages.bins[0]; r && r->next; r = r->next) CHECK(r->next > r);
   return bad;
 }
 
-#undef CHECK

@@ -8,7 +8,7 @@
  *                             of two, at least 16 (the quantum: x86-64 needs 16-byte alignment
  *                             for anything over 8 bytes, and PHKmalloc's own minimum is 16)
  *   pages   page/2 .. 1 MiB   whole pages (core huge.h: a run of pages from the page manager)
- *   OS      >= 1 MiB          own mapping (core huge.h)
+ *   OS      >= 1 MiB          own mapping (core osobj.h)
  * Free page runs: one list sorted by address, first fit (core pages.h, LOCUS_PAGES_FIRST_FIT).
  *
  * Knobs (macros, mirrored as static const bools):
@@ -92,7 +92,7 @@ typedef struct design_heap {
  * Never written. */
 static desc_t phk_none;
 
-#define DESIGN_PLAIN_HOOKS 1   /* counters in h->stats, no foreign-object cache (heap.h) */
+/* Its counters go through heap_count; no foreign-object cache: no optional hooks (internal.h). */
 #define DESIGN_EMPTY_HEAP { .avail = { [0 ... PHK_MAX_CLASSES - 1] = &phk_none } }
 
 #endif

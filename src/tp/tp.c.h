@@ -59,18 +59,8 @@ static void design_heap_init(heap_t *h) {
 
 /* ---- block lists ---------------------------------------------------------------------------- */
 
-static void tp_avail_push(heap_t *h, desc_t *b) {
-  desc_t **head = &h->d.avail[b->cls];
-  b->prev = NULL;
-  b->next = *head;
-  if (*head) (*head)->prev = b;
-  *head = b;
-}
-
-static void tp_avail_unlink(heap_t *h, desc_t *b) {
-  if (b->prev) b->prev->next = b->next; else h->d.avail[b->cls] = b->next;
-  if (b->next) b->next->prev = b->prev;
-}
+static void tp_avail_push(heap_t *h, desc_t *b) { desc_list_push(&h->d.avail[b->cls], b); }
+static void tp_avail_unlink(heap_t *h, desc_t *b) { desc_list_remove(&h->d.avail[b->cls], b); }
 
 /* A new block of class cls: max(2^K, page) bytes aligned to their size, every K-region empty,
  * at the front of the class's list. */
@@ -97,7 +87,7 @@ static desc_t *tp_block_new(heap_t *h, unsigned cls) {
   }
   *tp_room(b) = info->nregions == 64 ? ~0ull : (1ull << info->nregions) - 1;
   tp_avail_push(h, b);
-  h->stats.blocks_in_use++;
+  heap_count(h, blocks_in_use, 1);
   return b;
 }
 
@@ -143,8 +133,8 @@ static ALWAYS_INLINE void *tp_take(heap_t *h, desc_t *b, unsigned r, bool zero) 
       b->flags |= FLAG_FULL;
     }
   }
-  h->stats.malloc_calls++;
-  h->stats.bytes_allocated += size;
+  heap_count(h, malloc_calls, 1);
+  heap_count(h, bytes_allocated, size);
   return p;
 }
 
@@ -186,7 +176,7 @@ static ALWAYS_INLINE void *tp_alloc(heap_t *h, size_t size, bool zero) {
   return tp_alloc_big(h, size, zero);
 }
 
-#define design_alloc tp_alloc
+static ALWAYS_INLINE void *design_alloc(heap_t *h, size_t size, bool zero) { return tp_alloc(h, size, zero); }
 
 /* Address first: a free object in the hint's K-region if it is this heap's and holds this size
  * class (the block's descriptor gives K; hint & ~(2^K - 1) is the region's header); else size:
@@ -245,8 +235,8 @@ static ALWAYS_INLINE void tp_free(heap_t *h, desc_t *b, void *p, const char *cal
   w[1] = marker;
   reg->free = p;
   reg->used--;
-  h->stats.free_calls++;
-  h->stats.bytes_allocated -= b->obj_size;
+  heap_count(h, free_calls, 1);
+  heap_uncount(h, bytes_allocated, b->obj_size);
   unsigned r = (unsigned)(((char *)reg - tp_start(b)) >> k);
   tp_word_t *room = tp_room(b);
   if (unlikely(!(*room & (1ull << r)))) {
@@ -265,11 +255,7 @@ static NOINLINE void tp_block_unfull(heap_t *h, desc_t *b) {
 /* A free emptied the block: back to the page manager, unless it is alone on its class's list
  * and the policy is not immediate (then kept, see tp.h). */
 static NOINLINE void tp_block_empty(heap_t *h, desc_t *b) {
-  if (opt.discard == DISCARD_IMMEDIATE || h->d.avail[b->cls] != b || b->next) {
-    tp_avail_unlink(h, b);
-    block_release(h, b);
-  }
-  heap_debug_tick(h);
+  block_emptied(h, &h->d.avail[b->cls], b);
 }
 
 static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
@@ -309,8 +295,6 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
   return d->kind == KIND_TP_BLOCK && sizeclass_resize_fits(d->obj_size, d->cls, size);
 }
 
-/* design_stats, design_keep_foreign: DESIGN_PLAIN_HOOKS (tp.h). */
-
 /* The empty blocks kept for reuse (at most one per class) go back. */
 static void design_release_spares(heap_t *h) {
   for (unsigned c = 0; c < tp_classes.count; c++) {
@@ -327,8 +311,6 @@ static void design_release_spares(heap_t *h) {
 static void design_purge(heap_t *h) { design_release_spares(h); }
 
 /* ---- consistency check ---------------------------------------------------------------------- */
-
-#define CHECK(c) do { if (!(c)) { bad++; if (cfg_debug) locus_assert_fail(#c, __FILE__, __LINE__); } } while (0)
 
 /* One block: its shape, and each K-region's free list and counts against its room bit. */
 static size_t tp_check_block(heap_t *h, desc_t *b) {
@@ -383,8 +365,7 @@ static size_t design_check(heap_t *h) {
     if (r->flags & FLAG_FULL) full++;
   })
   CHECK(listed + full == blocks);
-  CHECK(blocks == h->stats.blocks_in_use);
+  CHECK(blocks == heap_counter(h, blocks_in_use));
   return bad;
 }
 
-#undef CHECK

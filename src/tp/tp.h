@@ -11,7 +11,7 @@
  *   2 .. 4 KiB           8 classes 256 B apart    K = 15
  *   4 .. 8 KiB           8 classes 512 B apart    K = 16
  *   8 .. 16 KiB          8 classes 1 KiB apart    K = 17 (128 KiB)
- *   above 16 KiB         the core's huge objects (page runs, own mappings; huge.h)
+ *   above 16 KiB         the core's huge objects (page runs, own mappings; huge.h, osobj.h)
  * A K-region must hold its 16-byte header and one object: a class whose K is too small for that
  * uses the smallest K that fits (with LOCUS_TP_K=7, objects of 128..240 B get 8-regions, 256..496
  * B 9-regions, 512 B 10-regions). A page holds at most 64 K-regions (a word of bits, below), so on
@@ -27,7 +27,7 @@
  *   aux               the capacity of one K-region
  *   used              objects of the block handed out and not freed
  *   u.any[0]          room bits: bit r set iff K-region r of the block has a free object
- *   u.any[1]          the block's serial (salts the double-free markers, see heap.h)
+ *   u.any[1]          the block's serial (salts the double-free markers, see state.h)
  *   u.any[2]          the block's start (K-region r is at start + r * 2^K)
  *   next, prev        the class's list of blocks with room (avail)
  *   flags             FLAG_CLEAN (never-used objects read as zero), FLAG_FULL (on no list)
@@ -70,7 +70,7 @@ typedef struct design_heap {
   uint32_t serial;                  /* blocks made so far (salts the markers) */
 } design_heap_t;
 
-#define DESIGN_PLAIN_HOOKS 1   /* counters in h->stats, no foreign-object cache (heap.h) */
+/* Its counters go through heap_count; no foreign-object cache: no optional hooks (internal.h). */
 #define DESIGN_EMPTY_HEAP { .avail = { NULL } }
 
 #endif

@@ -6,7 +6,7 @@
  *   medium  128-496 B  page blocks of four pages
  *   large   497 B-32 KiB  boundary-tagged chunks in shared 20-page large areas, best fit through
  *                      an indexed free-list table (one exact bin per 16 B, a bitmap over bins)
- *   huge    > 32 KiB   runs of pages / own mappings (core, huge.h)
+ *   huge    > 32 KiB   runs of pages / own mappings (core, huge.h, osobj.h)
  *
  * Page blocks are headerless: the block's descriptor (in the segment header) holds its class,
  * free list, bump pointer and count. Allocation inside a block is reap-style: bump until the
@@ -127,9 +127,13 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  * its canary words; an object in the quarantine holds vam_qmark(address) in word 0 and is
  * counted in use. */
 #define VAM_QUARANTINE 32
-#define VAM_CANARY ((size_t)(LOCUS_SECURE ? 8 : 0))   /* least canary bytes after an object */
+#define VAM_CANARY ((size_t)(MITIGATION(CANARIES) ? 8 : 0))   /* least canary bytes after an object */
 #define VAM_POISON_MAX 32          /* bytes of a quarantined object poisoned and verified */
-#if LOCUS_SECURE && (LOCUS_VAM_SMALL_HEADERS || LOCUS_VAM_BITMAP || LOCUS_VAM_SITES)
+/* Any of the block protections on: no 8-byte class (every slot holds a link and a marker
+ * word), and free takes the checked path (vam_free_secure); each protection's own code is
+ * under its bit. */
+static const bool cfg_vam_hardened = (LOCUS_MITIGATIONS & MIT_BLOCKS) != 0;
+#if (LOCUS_MITIGATIONS & MIT_BLOCKS) && (LOCUS_VAM_SMALL_HEADERS || LOCUS_VAM_BITMAP || LOCUS_VAM_SITES)
 #error "the secure build is the flagship with hardening: no ablation knobs"
 #endif
 
@@ -154,6 +158,16 @@ struct chunk {
 /* An entry of the secure build's quarantine: a freed object and, if it is a slot of a block
  * the free fast path serves, that block (its release then needs no lookup), else NULL. */
 typedef struct vam_quarantined { void *p; desc_t *block; } vam_quarantined_t;
+/* Per-heap state of the protections RANDOM_ORDER and QUARANTINE (mitigations.h). */
+typedef struct vam_random {
+  uint64_t rng;                  /* the coin tosses of vam_carve */
+  uint64_t coins;                /* random bits not yet used, above a sentinel bit (vam_coin) */
+} vam_random_t;
+typedef struct vam_quarantine {
+  vam_quarantined_t ring[VAM_QUARANTINE];   /* freed objects not yet reusable */
+  unsigned next;                 /* the ring's oldest entry, replaced by the next free */
+  uintptr_t poison_sink[2];      /* holds POISON_WORD: where the poison outside an object goes */
+} vam_quarantine_t;
 
 typedef struct design_heap {
   desc_t *avail[VAM_MAX_CLASSES];
@@ -183,14 +197,16 @@ typedef struct design_heap {
   uint64_t foreign_flushed;      /* cached foreign objects sent home (counted as a malloc and a
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
-#if LOCUS_SECURE
-  /* liblocus-secure.so (vam.c.h's hardening section, docs/secure.md). */
+  /* The protections' state, each only when its bit is on (mitigations.h), reached only
+   * through the accessors at the top of vam_block.c.h. */
+#if MITIGATION(KEYED_LINKS)
   uintptr_t link_key;            /* xored into every free-list link of this heap's blocks */
-  uint64_t rng;                  /* the coin tosses of vam_carve */
-  uint64_t coins;                /* random bits not yet used, above a sentinel bit (vam_coin) */
-  vam_quarantined_t quarantine[VAM_QUARANTINE];   /* freed objects not yet reusable, a ring */
-  unsigned qnext;                /* the ring's oldest entry, replaced by the next free */
-  uintptr_t poison_sink[2];      /* holds POISON_WORD: where the poison outside an object goes */
+#endif
+#if MITIGATION(RANDOM_ORDER)
+  vam_random_t random;
+#endif
+#if MITIGATION(QUARANTINE)
+  vam_quarantine_t quarantine;
 #endif
 #if LOCUS_VAM_SITES
   /* vam-sites: call sites by return address, direct-mapped. A site's allocations are counted
@@ -207,7 +223,11 @@ typedef struct design_heap {
   desc_t none;
 } design_heap_t;
 
-/* heap_empty's state: every list empty (see heap.h). */
+/* heap_empty's state: every list empty (see state.h). */
 #define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &heap_empty.d.none } }
+/* Optional hooks (internal.h): a foreign-object cache, counters of its own, sized-delete bounds. */
+#define DESIGN_HAS_KEEP_FOREIGN 1
+#define DESIGN_HAS_STATS 1
+#define DESIGN_HAS_USABLE_MAX 1
 
 #endif

@@ -1,0 +1,217 @@
+/* vam_free.c.h — the contract's allocation hooks (design_alloc, aligned; near a hint is
+ * vam_hints.c.h's) and the free of block objects: the fast path for a slot, an emptied block,
+ * the run dispatch. */
+
+/* vam-sites needs the caller's return address: inlined into the exported entry points (and
+ * the secure build's, with its checks, would not be inlined otherwise). */
+#if LOCUS_VAM_SITES || (LOCUS_MITIGATIONS & MIT_BLOCKS)
+#define VAM_ALLOC_INLINE ALWAYS_INLINE
+#else
+#define VAM_ALLOC_INLINE inline
+#endif
+
+static VAM_ALLOC_INLINE void *vam_alloc(heap_t *h, size_t size, bool zero) {
+  if (likely(size <= VAM_MEDIUM_MAX)) {
+    unsigned cls = sizeclass_of(&vam_classes, size);
+    if (cfg_sites) cls += vam_site_offset(h, (uintptr_t)__builtin_return_address(0));
+    void *p = vam_block_take(h, h->d.avail[cls], cls, zero);
+    return likely(p != NULL) ? p : vam_alloc_slow(size, zero, h);
+  }
+  if (size <= VAM_LARGE_MAX) return vam_alloc_large(h, size, zero);
+  return huge_alloc(h, size, 0, zero);
+}
+
+static ALWAYS_INLINE void *design_alloc(heap_t *h, size_t size, bool zero) { return vam_alloc(h, size, zero); }
+
+/* ---- aligned allocation ------------------------------------------------------------------ */
+
+/* Blocks of classes whose objects are multiples of `align` keep every object aligned (blocks
+ * start on a page); other alignments come from a large chunk with an alias header in front of
+ * the aligned pointer, or from page runs. */
+static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zero) {
+  if (align <= os_page_size && size <= VAM_MEDIUM_MAX) {
+    for (unsigned c = sizeclass_of(&vam_classes, size ? size : 1); c < vam_classes.count; c++)
+      if (vam_slot_size(c) == vam_classes.size[c] && vam_classes.size[c] % align == 0)
+        return vam_alloc(h, vam_classes.size[c], zero);
+  }
+  if (align <= os_page_size / 4 && size + align + CHUNK_HEADER <= VAM_LARGE_MAX) {
+    char *raw = vam_alloc_large(h, size + align + CHUNK_HEADER, zero);
+    if (!raw || ((uintptr_t)raw & (align - 1)) == 0) return raw;
+    char *q = (char *)align_up((uintptr_t)raw + CHUNK_HEADER, align);
+    chunk_t *alias = (chunk_t *)(q - CHUNK_HEADER);
+    chunk_set(alias, (uint32_t)(q - raw), CHUNK_ALIAS | CHUNK_INUSE);
+    return q;
+  }
+  return huge_alloc(h, size, align, zero);
+}
+
+static void vam_block_empty(heap_t *h, desc_t *b);
+
+/* A free of p, whose slot is at or beyond its block's bump pointer. Inside the block's
+ * capacity, it was handed out before the block emptied and went back to bump mode: a double
+ * free (8-byte slots have no marker word, so this is how their double frees show once the
+ * block emptied). */
+static COLD NOINLINE __attribute__((noipa)) void vam_free_unbumped(const desc_t *b, const char *slot, const void *p,
+                                                                 const char *call) {
+  locus_fatal(call, slot < b->u.blk.end ? "double free" : "invalid pointer", p);
+}
+
+/* Whether slot (below the bump pointer) is on block b's free list: its marker word, or, for an
+ * 8-byte slot, which has none, the list head or a link that decodes to a slot of this block */
+static ALWAYS_INLINE bool vam_slot_listed(const heap_t *h, const desc_t *b, const char *slot) {
+  if (*(const uintptr_t *)(slot + b->marker_off) == free_marker(slot) || slot == b->u.blk.free) return true;
+  if (b->marker_off) return false;
+  char *next = vam_link_load(h, slot);
+  return !next || (next >= desc_start(b) && next < b->u.blk.bump && !((uintptr_t)next & 7));
+}
+
+/* Frees p, at offset off in block b: every block and variant (the flagship's fast path is
+ * design_free's). */
+static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t off, const char *call) {
+  char *slot = cfg_small_headers ? (char *)p - b->aux8 : p;
+  if (cfg_small_headers) off -= b->aux8;
+  long index = vam_slot_of(b, off);
+  bool was_full;
+  if (cfg_block_bitmap) {
+    was_full = b->flags & FLAG_FULL;
+    if (unlikely(index < 0 || slot >= b->u.blk.end)) locus_fatal(call, "invalid pointer", p);
+    uint64_t *word = (uint64_t *)b->u.blk.free + (index >> 6), bit = 1ull << (index & 63);
+    if (*word & bit) locus_fatal(call, "double free", p);
+    *word |= bit;
+  } else {
+    if (unlikely(index < 0)) { locus_fatal_jump(call, "invalid pointer", p); return; }
+    if (unlikely(slot >= b->u.blk.bump)) { vam_free_unbumped(b, slot, p, call); return; }
+    /* Branch-free marker test: an 8-byte slot has no marker word (marker_off 0), so its test
+     * reads the link word, which never equals a marker, and its marker is overwritten by the
+     * link; for it the test against the list head, then its link (safe-linked: it decodes to
+     * NULL or to a slot of this block below the bump pointer only if the slot is free; a live
+     * 8-byte object's word was cleared when it was handed out), catch a double free. */
+    uintptr_t *link = (uintptr_t *)slot, *mark = (uintptr_t *)(slot + b->marker_off);
+    uintptr_t marker = free_marker(slot);
+    void *head = b->u.blk.free;
+    if (unlikely(vam_slot_listed(h, b, slot))) { locus_fatal_jump(call, "double free", p); return; }
+    was_full = !head && b->u.blk.bump >= b->u.blk.end;
+    if (cfg_small_headers && b->aux8 && *link != vam_classes.size[b->cls]) locus_fatal(call, "invalid pointer", p);
+    *mark = marker;
+    *link = vam_link_encode(h, slot, head);
+    b->u.blk.free = slot;
+  }
+  h->d.frees[b->cls]++;
+  if (unlikely(was_full)) {           /* full -> front of the available list */
+    if (cfg_block_bitmap) b->flags &= (uint16_t)~FLAG_FULL;
+    list_push(&h->d.avail[b->cls], b);
+  }
+  if (unlikely(--b->used == 0)) vam_block_empty(h, b);
+}
+
+/* Takes an empty block off its class's list: into the heap's cache of empty blocks if there
+ * is room (keep), else back to the page manager. */
+static void vam_block_drop(heap_t *h, desc_t *b, bool keep) {
+  list_unlink(&h->d.avail[b->cls], b);
+  if (h->d.spare[b->cls] == b) h->d.spare[b->cls] = NULL;
+  unsigned k = vam_cache_index(b->npages);
+  if (keep && h->d.ncache[k] < VAM_CACHE_BLOCKS) {
+    h->d.cache[k][h->d.ncache[k]++] = b;
+  } else {
+    vam_block_release(h, b);
+  }
+}
+
+/* A free emptied the block. Hysteresis: each class keeps its most recently emptied block where
+ * it is on the available list, reset to bump mode, so that a class whose objects come and go
+ * one at a time, or in batches, refills it without a slow path; the class's previous empty
+ * block, if still empty, goes to the heap's cache of empty blocks, from which the next new
+ * block of its size comes without a round trip through the page manager. The immediate
+ * policy (the paper's) keeps nothing: every empty block goes back, and its pages to the OS. */
+static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
+  unsigned cls = b->cls;
+  if (h->d.hint_block[vam_base_class(cls)] == b) {   /* back on the list, to be kept or dropped */
+    h->d.hint_block[vam_base_class(cls)] = NULL;
+    list_push(&h->d.avail[cls], b);
+  }
+  if (opt.discard == DISCARD_IMMEDIATE) {
+    vam_block_drop(h, b, false);
+  } else {
+    desc_t *old = h->d.spare[cls];
+    if (old && old != b && old->used == 0) vam_block_drop(h, old, true);
+    h->d.spare[cls] = b;
+    if (!cfg_block_bitmap) {
+      b->u.blk.bump = desc_start(b);
+      b->u.blk.free = NULL;
+      vam_block_skip_first(b);   /* (secure: slot 0's canary is intact, rewritten the same) */
+    }
+    b->flags &= (uint16_t)~FLAG_CLEAN;
+    pages_policy(h);   /* the discard policy runs as often as blocks empty, kept or not */
+  }
+  heap_debug_tick(h);
+}
+
+static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
+  if (d->kind == KIND_VAM_BLOCK) vam_free_block(h, d, p, off, call);
+  else if (d->kind == KIND_VAM_LARGE) vam_free_large(h, d, p, call);
+  else core_free(h, d, p, call);
+}
+
+/* The fast path's free of slot p of block b, p a multiple of the slot size (16 B or more):
+ * below the bump pointer (handed out), no marker (not free already), then onto the block's
+ * list; a full block moves to the front of its class's list. */
+static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
+static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const char *call) {
+  uintptr_t *w = p, marker = free_marker(p);
+  if (unlikely((char *)p >= b->u.blk.bump)) { vam_free_unbumped(b, p, p, call); return; }
+  if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }
+  vam_slot_push(h, b, p, marker);
+}
+
+/* Slot p (checked) goes onto its block's list. */
+static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
+  void *head = vam_slot_list(h, b, p, marker);
+  unsigned cls = b->cls;
+  h->d.frees[cls]++;
+  /* A full block moves to the front of its class's list. (Written without a branch, like the
+   * retire in vam_block_take, it made mixed-size churn 8% faster but same-size batches 10%
+   * slower: three unconditional stores to two descriptors per free.) */
+  if (unlikely(!head) && b->u.blk.bump >= b->u.blk.end) list_push(&h->d.avail[cls], b);
+  if (unlikely(--b->used == 0)) vam_block_empty(h, b);
+}
+
+/* p's offset in its run, d being the descriptor of p's page (back leads to the run's head,
+ * 0 on it). */
+static ALWAYS_INLINE uint32_t vam_run_offset(const desc_t *d, const void *p) {
+  return (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (d->back << os_page_shift);
+}
+
+/* What the fast path's slot test sent on: a block with 8-byte slots, an interior pointer,
+ * anything else in a run (a large area, a core run), from any page of it. */
+static NOINLINE void vam_free_other(heap_t *h, desc_t *d, void *p, const char *call) {
+  design_free_run(h, d - d->back, p, vam_run_offset(d, p), call);
+}
+
+static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call);
+
+static ALWAYS_INLINE void vam_free_plain(heap_t *h, desc_t *d, void *p, const char *call) {
+  if (!cfg_fast_free) {
+    /* A page whose descriptor is a block's is the block's first page: p's offset is its
+     * offset in the page. */
+    uint32_t off = (uint32_t)((uintptr_t)p & (os_page_size - 1));
+    if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, off, call);
+    else free_in_run(h, p, call);   /* a medium block's other pages, large areas, core runs */
+    return;
+  }
+  /* Any page of a block the fast path serves. */
+  if (likely(slot_multiple(vam_run_offset(d, p), d->aux))) vam_free_slot(h, d - d->back, p, call);
+  else vam_free_other(h, d, p, call);
+}
+
+static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+  if (cfg_vam_hardened) vam_free_secure(h, d, p, call);
+  else vam_free_plain(h, d, p, call);
+}
+
+/* The slot index of p in block b, or a fatal error if p is not an object's address. */
+static long vam_slot_index(desc_t *b, const void *p, const char *call) {
+  const char *slot = (const char *)p - (cfg_small_headers ? b->aux8 : 0);
+  long index = vam_slot_of(b, (size_t)(slot - desc_start(b)));
+  if (index < 0 || slot >= b->u.blk.end) locus_fatal(call, "invalid pointer", p);
+  return index;
+}

@@ -1,0 +1,248 @@
+/* vam_hooks.c.h — the foreign-object cache (design_keep_foreign) and the contract's other
+ * hooks: remote-free checks, usable size, resize, spares, statistics, purge, and the walk of
+ * the design's structures (design_check). */
+
+static const bool cfg_foreign_cache = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
+
+/* A free of p, owned by block d of another heap, by the thread owning heap me: keeps it in
+ * me's foreign-object cache if it is a slot with a marker word and the class's cache has room
+ * (see vam.h). The same checks as a remote free first. Returns false to send it home. */
+static bool vam_foreign_keep(heap_t *me, desc_t *d, void *p, const char *call) {
+  if (!cfg_foreign_cache || me == &heap_empty || d->kind != KIND_VAM_BLOCK || !d->aux) return false;
+  unsigned cls = d->cls;
+  desc_t *f = &me->d.foreign[cls];
+  if ((uint16_t)(0 - f->used) >= VAM_FOREIGN_MAX) return false;
+  vam_slot_index(d, p, call);
+  uintptr_t *w = p;
+  marker_free_remote(&w[1], free_marker(p), p, call);
+  w[0] = vam_link_encode(me, p, f->u.blk.free);
+  if (!f->u.blk.free) list_push(&me->d.avail[cls], f);
+  f->u.blk.free = p;
+  f->used--;
+  me->d.frees[cls]++;
+  return true;
+}
+
+/* The secure build checks, marks and quarantines another heap's object like its own (the
+ * freeing thread's ring); vam_release_foreign then keeps it or sends it home. */
+static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
+  if (!mitigation(QUARANTINE)) return vam_foreign_keep(me, d, p, call);
+  uint32_t off = (uint32_t)((char *)p - desc_start(d));
+  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !slot_multiple(off, d->aux) || (mitigation(CANARIES) && off == 0))
+    return false;
+  vam_secure_retire(me, d, p, call);
+  vam_quarantine_push(me, p, d);
+  return true;
+}
+
+/* Secure: another heap's object left h's quarantine (its poison verified): into h's
+ * foreign-object cache, or home. */
+static NOINLINE void vam_release_foreign(heap_t *h, desc_t *b, void *p) {
+  uintptr_t *w = p;
+  w[0] = w[1] = 0;   /* no longer marked */
+  if (!vam_foreign_keep(h, b, p, "free()")) heap_free_remote(segment_of(p)->heap, b, p, "free()");
+}
+
+/* Sends every cached foreign object home (thread exit, purge). */
+static void vam_foreign_flush(heap_t *h) {
+  if (!cfg_foreign_cache) return;
+  for (unsigned c = 0; c < vam_nclasses; c++) {
+    desc_t *f = &h->d.foreign[c];
+    void *p = f->u.blk.free;
+    if (!p) continue;
+    list_unlink(&h->d.avail[c], f);
+    f->u.blk.free = NULL;
+    while (p) {
+      void *next = vam_link_load(h, p);
+      ((uintptr_t *)p)[1] = 0;    /* not free as far as the owner's check is concerned */
+      f->used++;
+      h->d.allocs[c]++;           /* balances the free its owner will count */
+      h->d.foreign_flushed++;
+      segment_t *s = segment_of(p);
+      heap_free_remote(s->heap, desc_head(s, p), p, "free()");
+      p = next;
+    }
+  }
+}
+
+static void design_check_remote(desc_t *d, void *p, const char *call) {
+  if (d->kind == KIND_VAM_BLOCK) {
+    long index = vam_slot_index(d, p, call);
+    if (cfg_block_bitmap) {
+      uint64_t word = __atomic_load_n((uint64_t *)d->u.blk.free + (index >> 6), __ATOMIC_RELAXED);
+      if (word & (1ull << (index & 63))) locus_fatal(call, "double free", p);
+    } else if (d->marker_off) {
+      char *slot = cfg_small_headers ? (char *)p - d->aux8 : p;
+      uintptr_t *mark = (uintptr_t *)(slot + d->marker_off);
+      if (mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
+      marker_free_remote(mark, free_marker(slot), p, call);
+    }
+  } else if (d->kind == KIND_VAM_LARGE) {
+    bool alias;
+    chunk_of(d, p, call, &alias);
+    if (mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
+  } else {
+    locus_fatal(call, "invalid pointer", p);
+  }
+}
+
+static size_t design_usable(desc_t *d, const void *p, const char *call) {
+  if (d->kind == KIND_VAM_BLOCK) {
+    vam_slot_index(d, p, call);
+    if (mitigation(QUARANTINE)) vam_quarantine_check(p, call);
+    return vam_usable(d);
+  }
+  if (d->kind == KIND_VAM_LARGE) {
+    bool alias;
+    chunk_t *c = chunk_of(d, p, call, &alias);
+    if (mitigation(QUARANTINE)) vam_quarantine_check(p, call);
+    return (size_t)((char *)c + chunk_size(c) - (char *)p);
+  }
+  locus_fatal(call, "invalid pointer", p);
+}
+
+/* Resizes p in place if the design can; the caller owns h. */
+static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
+  if (d->kind == KIND_VAM_BLOCK) {
+    size_t usable = vam_usable(d);
+    return size <= usable && size > usable / 2;
+  }
+  if (d->kind == KIND_VAM_LARGE) return vam_resize_large(h, d, p, size);
+  return false;
+}
+
+static void design_release_spares(heap_t *h) {
+  vam_quarantine_flush(h);
+  vam_foreign_flush(h);
+  for (unsigned c = 0; c < vam_nclasses; c++) {
+    desc_t *b = h->d.spare[c];
+    h->d.spare[c] = NULL;
+    if (b && b->used == 0) vam_block_drop(h, b, false);
+  }
+  for (unsigned k = 0; k < 2; k++)
+    while (h->d.ncache[k]) vam_block_release(h, h->d.cache[k][--h->d.ncache[k]]);
+  desc_t *r = h->d.spare_area;
+  if (r) {
+    chunk_t *c = (chunk_t *)desc_start(r);
+    h->d.spare_area = NULL;
+    if (!(c->size & CHUNK_INUSE) && chunk_next(c)->size == CHUNK_INUSE) {
+      chunk_bin_remove(h, c);
+      block_release(h, r);
+    }
+  }
+}
+
+/* Adds the block objects' calls and bytes to the statistics (the rest is in h->stats). */
+static void design_stats(heap_t *h, locus_stats_t *st) {
+  for (unsigned c = 0; c < vam_nclasses; c++) {
+    uint64_t in = __atomic_load_n(&h->d.allocs[c], __ATOMIC_RELAXED);
+    uint64_t out = __atomic_load_n(&h->d.frees[c], __ATOMIC_RELAXED);
+    st->malloc_calls += in;
+    st->free_calls += out;
+    st->bytes_allocated += (in - out) * vam_slot_size(c);
+  }
+  for (unsigned i = 0; mitigation(QUARANTINE) && i < VAM_QUARANTINE; i++)   /* freed, counted on release */
+    st->free_calls += __atomic_load_n(&vam_quarantine_of(h)->ring[i].p, __ATOMIC_RELAXED) != NULL;
+  uint64_t flushed = __atomic_load_n(&h->d.foreign_flushed, __ATOMIC_RELAXED);
+  st->malloc_calls -= flushed;
+  st->free_calls -= flushed;
+}
+
+/* Purge: spares go back, and the pages inside every free large chunk are discarded. */
+static void design_purge(heap_t *h) {
+  design_release_spares(h);
+  for (unsigned b = 0; b < LARGE_BINS; b++)
+    for (chunk_t *c = h->d.bins[b]; c; c = c->next) chunk_discard(c);
+}
+
+/* Checks one block's counts and free list. */
+static size_t vam_check_block(heap_t *h, desc_t *b) {
+  size_t bad = 0;
+  CHECK(b->kind == KIND_VAM_BLOCK && desc_segment(b)->heap == h && b->obj_size == vam_slot_size(b->cls));
+  size_t cap = vam_capacity(b), nfree = 0, unbumped = 0;
+  if (cfg_block_bitmap) {
+    for (size_t i = 0; i < vam_bitmap_words(b); i++) nfree += (size_t)__builtin_popcountll(((uint64_t *)b->u.blk.free)[i]);
+  } else {
+    for (void *f = b->u.blk.free; f && nfree <= cap; f = vam_link_load(h, f)) {
+      CHECK((char *)f >= desc_start(b) && (char *)f < b->u.blk.bump);
+      CHECK(vam_slot_of(b, (size_t)((char *)f - desc_start(b))) >= 0);
+      nfree++;
+    }
+    unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
+  }
+  CHECK(b->used + nfree + unbumped + (mitigation(CANARIES) ? 1 : 0) == cap);   /* canaries: slot 0 unused */
+  if (vam_block_full(b)) CHECK(nfree == 0 && unbumped == 0);
+  return bad;
+}
+
+static size_t design_check(heap_t *h) {
+  size_t bad = 0;
+  size_t listed = 0, blocks = 0;
+  for (unsigned c = 0; c < vam_nclasses; c++) {
+    desc_t *spare = h->d.spare[c];
+    bool spare_listed = !spare || spare->used > 0;   /* refilled since: may be full */
+    for (desc_t *b = h->d.avail[c]; b != &h->d.none; b = b->next) {
+      if (b == &h->d.foreign[c]) {   /* the foreign-object cache: a list of 1..MAX objects */
+        size_t n = 0;
+        for (void *f = b->u.blk.free; f && n <= VAM_FOREIGN_MAX; f = vam_link_load(h, f)) {
+          segment_t *s = segment_of(f);
+          CHECK(s->heap != h && desc_head(s, f)->kind == KIND_VAM_BLOCK && desc_head(s, f)->cls == c);
+          n++;
+        }
+        CHECK(n >= 1 && n == (uint16_t)(0 - b->used));
+        CHECK(b == h->d.avail[c] || b->prev->next == b);
+        continue;
+      }
+      CHECK(b->cls == c && !vam_block_full(b) && (cfg_block_bitmap || vam_has_room(b)));
+      CHECK(b == h->d.avail[c] || b->prev->next == b);
+      CHECK(b->used > 0 || b == spare);   /* an empty block is the class's spare */
+      spare_listed |= b == spare;
+      listed++;
+    }
+    CHECK(spare_listed && (!spare || (spare->kind == KIND_VAM_BLOCK && spare->cls == c)));
+  }
+  for (unsigned c = 0; c < vam_classes.count; c++) {
+    desc_t *b = h->d.hint_block[c];
+    if (!b) continue;
+    CHECK(b->kind == KIND_VAM_BLOCK && vam_base_class(b->cls) == c && vam_has_room(b) && !vam_block_full(b));
+    listed++;   /* on no list: counted with the blocks found in the segments */
+  }
+  for (unsigned k = 0; k < 2; k++) {
+    for (unsigned i = 0; i < h->d.ncache[k]; i++) {
+      desc_t *b = h->d.cache[k][i];
+      CHECK(b->kind == KIND_VAM_BLOCK && b->used == 0 && vam_cache_index(b->npages) == k);
+      listed++;   /* counted with the blocks found in the segments */
+    }
+  }
+  for (segment_t *s = h->pages.segments; s; s = s->next) {
+    for (size_t i = s->first; i < s->npages; i += s->desc[i].npages ? s->desc[i].npages : 1) {
+      desc_t *r = &s->desc[i];
+      if (r->kind == KIND_VAM_BLOCK) {
+        blocks++;
+        bad += vam_check_block(h, r);
+        if (vam_block_full(r)) listed++;   /* on the implicit full list */
+      }
+      if (r->kind != KIND_VAM_LARGE) continue;
+      char *start = desc_start(r), *end = start + desc_bytes(r) - CHUNK_HEADER;
+      uint32_t prev = 0;
+      bool prev_free = false;
+      chunk_t *c = (chunk_t *)start;
+      for (; (char *)c < end; c = chunk_next(c)) {
+        CHECK(chunk_valid(c) && c->prev_size == prev && chunk_size(c) >= LARGE_MIN_CHUNK);
+        if (!chunk_valid(c) || chunk_size(c) == 0) break;
+        bool is_free = !(c->size & CHUNK_INUSE);
+        CHECK(!(is_free && prev_free));
+        if (is_free) {
+          bool binned = false;
+          for (chunk_t *f = h->d.bins[large_bin(chunk_size(c))]; f && !binned; f = f->next) binned = f == c;
+          CHECK(binned);
+        }
+        prev_free = is_free;
+        prev = chunk_size(c);
+      }
+      CHECK((char *)c == end && c->size == CHUNK_INUSE && c->prev_size == prev);
+    }
+  }
+  CHECK(listed == blocks);
+  return bad;
+}

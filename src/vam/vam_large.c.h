@@ -1,0 +1,172 @@
+/* vam_large.c.h — large objects (VAM_MEDIUM_MAX to VAM_LARGE_MAX): chunks with headers in
+ * large areas, binned by size, split and coalesced (the DLmalloc-like part of Vam). */
+
+static inline unsigned large_bin(uint32_t chunk_size) {
+  return chunk_size > LARGE_MAX_CHUNK ? LARGE_BINS - 1 : (chunk_size - LARGE_MIN_CHUNK) / 16;
+}
+static inline uint32_t chunk_size(const chunk_t *c) { return c->size & ~CHUNK_FLAGS; }
+static inline chunk_t *chunk_next(chunk_t *c) { return (chunk_t *)((char *)c + chunk_size(c)); }
+static inline bool chunk_valid(const chunk_t *c) { return c->check == (chunk_cookie ^ (uintptr_t)c); }
+
+/* A header the allocator is about to trust (a free chunk taken from a bin, a neighbour to
+ * merge with): a corrupted one is reported here, as corruption, rather than later as an
+ * invalid pointer against an object the program allocated. */
+static inline void chunk_trust(const chunk_t *c, const char *call) {
+  if (unlikely(!chunk_valid(c))) locus_fatal(call, "corrupted large-object header", (const char *)c + CHUNK_HEADER);
+}
+
+static void chunk_bin_insert(heap_t *h, chunk_t *c) {
+  unsigned b = large_bin(chunk_size(c));
+  c->prev = NULL;
+  c->next = h->d.bins[b];
+  if (c->next) c->next->prev = c;
+  h->d.bins[b] = c;
+  bitmap2_set(&h->d.binmap, b);
+}
+
+static void chunk_bin_remove(heap_t *h, chunk_t *c) {
+  unsigned b = large_bin(chunk_size(c));
+  if (c->prev) c->prev->next = c->next; else h->d.bins[b] = c->next;
+  if (c->next) c->next->prev = c->prev;
+  if (!h->d.bins[b]) bitmap2_clear(&h->d.binmap, b);
+}
+
+static inline void chunk_set(chunk_t *c, uint32_t prev_size, uint32_t size) {
+  c->prev_size = prev_size;
+  c->size = size;
+  c->check = chunk_cookie ^ (uintptr_t)c;
+}
+
+static chunk_t *large_area_new(heap_t *h) {
+  bool clean;
+  desc_t *r = pages_alloc(h, VAM_AREA_PAGES, 1, &clean);
+  if (!r) return NULL;
+  r->kind = KIND_VAM_LARGE;
+  heap_count(h, blocks_in_use, 1);
+  char *start = desc_start(r), *end = start + desc_bytes(r);
+  chunk_t *c = (chunk_t *)start, *sentinel = (chunk_t *)(end - CHUNK_HEADER);
+  uint32_t size = (uint32_t)(end - CHUNK_HEADER - start);
+  chunk_set(c, 0, size);
+  chunk_set(sentinel, size, CHUNK_INUSE);
+  return c;
+}
+
+/* Splits c (not in a bin, marked in use by the caller) to `want` bytes if the rest can hold
+ * the smallest large object; the rest goes to its bin. */
+static void chunk_split(heap_t *h, chunk_t *c, uint32_t want) {
+  uint32_t have = chunk_size(c);
+  if (have - want < LARGE_MIN_CHUNK) return;
+  chunk_t *rest = (chunk_t *)((char *)c + want);
+  chunk_set(rest, want, have - want);
+  chunk_next(rest)->prev_size = have - want;
+  c->size = want | (c->size & CHUNK_FLAGS);
+  /* The rest may border a free chunk (after an in-place shrink): merge it. */
+  chunk_t *after = chunk_next(rest);
+  if (!(after->size & CHUNK_INUSE)) {
+    chunk_bin_remove(h, after);
+    rest->size += chunk_size(after);
+    chunk_next(rest)->prev_size = chunk_size(rest);
+  }
+  chunk_bin_insert(h, rest);
+}
+
+static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
+  if (h == &heap_empty && !(h = heap_acquire())) return alloc_failed();
+  heap_collect(h);
+  uint32_t want = (uint32_t)align_up(size + CHUNK_HEADER, 16);
+  if (want < LARGE_MIN_CHUNK) want = LARGE_MIN_CHUNK;
+  int b = bitmap2_find_from(&h->d.binmap, large_bin(want));
+  chunk_t *c;
+  if (b >= 0) {
+    c = h->d.bins[b];
+    chunk_trust(c, "malloc()");
+    chunk_bin_remove(h, c);
+    if (h->d.spare_area && desc_head(segment_of(c), c) == h->d.spare_area) h->d.spare_area = NULL;
+  } else if (!(c = large_area_new(h))) {
+    return alloc_failed();
+  }
+  c->size |= CHUNK_INUSE;
+  chunk_split(h, c, want);
+  void *p = (char *)c + CHUNK_HEADER;
+  size_t usable = chunk_size(c) - CHUNK_HEADER;
+  if (zero) memset(p, 0, usable < size ? usable : size);
+  heap_count(h, malloc_calls, 1);
+  heap_count(h, bytes_allocated, usable);
+  heap_debug_tick(h);
+  return p;
+}
+
+/* The chunk whose payload p is, checked; ends the program on an invalid or double free. */
+static chunk_t *chunk_of(desc_t *r, const void *p, const char *call, bool *alias) {
+  char *start = desc_start(r), *end = start + desc_bytes(r);
+  chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
+  if ((char *)c < start || (char *)p >= end - CHUNK_HEADER || ((uintptr_t)p & 15) || !chunk_valid(c))
+    locus_fatal(call, "invalid pointer", p);
+  *alias = c->size & CHUNK_ALIAS;
+  if (*alias) {
+    c = (chunk_t *)((char *)c - c->prev_size);
+    if ((char *)c < start || !chunk_valid(c)) locus_fatal(call, "invalid pointer", p);
+  }
+  if (!(c->size & CHUNK_INUSE)) locus_fatal(call, "double free", p);
+  return c;
+}
+
+/* Discards the whole pages inside free chunk c (never its header and bin links). */
+static void chunk_discard(chunk_t *c) {
+  uintptr_t from = align_up((uintptr_t)c + sizeof(chunk_t), os_page_size);
+  uintptr_t to = ((uintptr_t)c + chunk_size(c)) & ~(os_page_size - 1);
+  if (to > from) os_discard((void *)from, to - from);
+}
+
+static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *call) {
+  bool alias;
+  chunk_t *c = chunk_of(r, p, call, &alias);
+  heap_count(h, free_calls, 1);
+  heap_uncount(h, bytes_allocated, chunk_size(c) - CHUNK_HEADER);
+  c->size &= ~CHUNK_FLAGS;
+  if (c->prev_size) {
+    chunk_t *before = (chunk_t *)((char *)c - c->prev_size);
+    chunk_trust(before, call);
+    if (!(before->size & CHUNK_INUSE)) {
+      chunk_bin_remove(h, before);
+      before->size += chunk_size(c);
+      c = before;
+    }
+  }
+  chunk_t *after = chunk_next(c);
+  chunk_trust(after, call);
+  if (!(after->size & CHUNK_INUSE)) {
+    chunk_bin_remove(h, after);
+    c->size += chunk_size(after);
+  }
+  chunk_next(c)->prev_size = chunk_size(c);
+  bool empty = (char *)c == desc_start(r) && chunk_next(c)->size == CHUNK_INUSE;
+  if (empty && (opt.discard == DISCARD_IMMEDIATE || (h->d.spare_area && h->d.spare_area != r))) {
+    block_release(h, r);
+  } else {
+    if (empty) h->d.spare_area = r;
+    chunk_bin_insert(h, c);
+    if (opt.discard == DISCARD_IMMEDIATE) chunk_discard(c);
+  }
+  heap_debug_tick(h);
+}
+
+/* In-place resize of a large object: shrink by splitting, grow into a free neighbour. */
+static bool vam_resize_large(heap_t *h, desc_t *r, void *p, size_t size) {
+  bool alias;
+  chunk_t *c = chunk_of(r, p, "realloc()", &alias);
+  if (alias || size > VAM_LARGE_MAX || size <= VAM_MEDIUM_MAX) return false;
+  uint32_t want = (uint32_t)align_up(size + CHUNK_HEADER, 16), have = chunk_size(c);
+  if (want < LARGE_MIN_CHUNK) want = LARGE_MIN_CHUNK;
+  if (want > have) {
+    chunk_t *after = chunk_next(c);
+    if ((after->size & CHUNK_INUSE) || have + chunk_size(after) < want) return false;
+    chunk_bin_remove(h, after);
+    if (h->d.spare_area == r) h->d.spare_area = NULL;
+    c->size += chunk_size(after);
+    chunk_next(c)->prev_size = chunk_size(c);
+  }
+  chunk_split(h, c, want);
+  heap_count(h, bytes_allocated, (uint64_t)chunk_size(c) - have);
+  return true;
+}
