@@ -165,32 +165,74 @@ LOCUS_API const char *locus_variant(void) { return LOCUS_VARIANT; }
 
 /* Purges every heap: the caller's own directly, abandoned ones under their lock, and other
  * live threads' heaps are left to their owners (their lists are not ours to touch). */
-LOCUS_API size_t locus_purge(void) {
-  if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) return 0;
-  size_t before = atomic_load(&os_bytes_discarded);
+/* Gives back what the heaps keep for reuse: the calling thread's heap (collected, the design's
+ * cached blocks, its kept runs, its free pages), the heap of huge runs, the heaps of exited
+ * threads that no thread has adopted, and the huge-object pool. After a refusal (`refused`),
+ * other heaps' locks are only tried (the caller may hold the page lock of `locked`, whose pages
+ * alone are purged, under that lock) and wholly free segments are unmapped, a heap's last one
+ * too. */
+static void purge_heaps(heap_t *locked, bool refused) {
   heap_t *me = tl_heap;
-  if (me != &heap_empty) {
+  if (me != &heap_empty && me != locked) {
     heap_collect(me);
     design_purge(me);
     heap_release_kept_runs(me);
     pages_purge(me, UINT64_MAX, 0);
+    if (refused && lock_try(&me->pages_lock)) {
+      pages_unmap_free_segments_locked(me);
+      lock_release(&me->pages_lock);
+    }
   }
-  if (huge_heap) {
+  if (huge_heap && huge_heap != locked) {
     huge_run_quarantine_flush(huge_heap);
     pages_purge(huge_heap, UINT64_MAX, 0);
+    if (refused && lock_try(&huge_heap->pages_lock)) {
+      pages_unmap_free_segments_locked(huge_heap);
+      lock_release(&huge_heap->pages_lock);
+    }
+  }
+  if (locked) {
+    pages_purge_locked(locked, UINT64_MAX, 0);
+    pages_unmap_free_segments_locked(locked);
   }
   lock_acquire(&registry_lock);
   for (heap_t *h = registry; h; h = h->next_all) {
-    if (h == me || atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) continue;
+    if (h == me || h == locked || atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) continue;
     if (atomic_load(&h->state) == HEAP_ABANDONED) {
       heap_collect(h);
       design_purge(h);
-      pages_purge(h, UINT64_MAX, 0);
+      if (!refused) {
+        pages_purge(h, UINT64_MAX, 0);
+      } else if (lock_try(&h->pages_lock)) {
+        pages_purge_locked(h, UINT64_MAX, 0);
+        pages_unmap_free_segments_locked(h);
+        lock_release(&h->pages_lock);
+      }
     }
     lock_release(&h->lock);
   }
   lock_release(&registry_lock);
   huge_cache_purge(UINT64_MAX);
+}
+
+/* state.h's memory_refused: everything kept for reuse given back; true if address space went
+ * back (then the caller maps again). Not reentered: nothing here maps memory, but a thread
+ * that refusal reaches again while purging has nothing more to give. */
+static bool purge_after_refusal(heap_t *locked) {
+  static __thread bool purging;
+  if (purging || atomic_load_explicit(&init_state, memory_order_acquire) != 2) return false;
+  purging = true;
+  size_t before = atomic_load(&os_bytes_mapped);
+  purge_heaps(locked, true);
+  purging = false;
+  return atomic_load(&os_bytes_mapped) < before;
+}
+static bool (*memory_refused_handler)(heap_t *locked) = purge_after_refusal;
+
+LOCUS_API size_t locus_purge(void) {
+  if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) return 0;
+  size_t before = atomic_load(&os_bytes_discarded);
+  purge_heaps(NULL, false);
   return atomic_load(&os_bytes_discarded) - before;
 }
 

@@ -7,6 +7,7 @@
 
 static heap_t *heap_create(void) {
   heap_t *h = os_map(align_up(sizeof(heap_t), os_page_size));
+  if (!h && memory_refused(NULL)) h = os_map(align_up(sizeof(heap_t), os_page_size));
   if (!h) return NULL;
   design_heap_init(h);
   lock_acquire(&registry_lock);

@@ -381,6 +381,7 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
     for (unsigned i = 0; i < ntake; i++) ends[nparts++] = (dirty += take[i].len);
   } else {
     o = os_map_aligned(span, base_align);
+    if (!o && memory_refused(NULL)) o = os_map_aligned(span, base_align);
     if (!o) {
       huge_pool_unmap(take, ntake);
       return NULL;

@@ -152,6 +152,7 @@ static desc_t *pages_take(heap_t *h, size_t n, size_t align, bool *clean) {
   }
   if (!r) {
     segment_t *s = segment_create(h);
+    if (!s && memory_refused(h)) s = segment_create(h);
     if (!s) return NULL;
     r = &s->desc[s->first];
   }
@@ -217,6 +218,16 @@ static size_t pages_purge_locked(heap_t *h, uint64_t older_than, size_t keep_pag
       segment_destroy(h, s);
   }
   return atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed) - before;
+}
+
+/* Unmaps every wholly free segment of h, its last one too (after the OS refused memory).
+ * Caller holds h->pages_lock. */
+static void pages_unmap_free_segments_locked(heap_t *h) {
+  for (segment_t *s = h->pages.segments, *next; s; s = next) {
+    next = s->next;
+    desc_t *r = &s->desc[s->first];
+    if (r->kind == KIND_FREE && run_is_whole_segment(r)) segment_destroy(h, s);
+  }
 }
 
 static size_t pages_purge(heap_t *h, uint64_t older_than, size_t keep_pages) {

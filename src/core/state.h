@@ -82,6 +82,21 @@ static COLD NOINLINE void *alloc_failed(void) {
   return NULL;
 }
 
+/* ---- refusal: memory back when the system refuses more -------------------------------------
+ * When the OS refuses a mapping (RLIMIT_AS reached, overcommit refused), the layer that asked
+ * calls memory_refused(locked): everything the heaps keep for reuse goes back (cached blocks,
+ * kept runs, free segments, the huge-object pool, the pages of heaps whose threads exited), and
+ * if any address space went back the caller tries once more. `locked` is the heap whose page
+ * lock the caller holds (its pages are purged under that lock), or NULL. The handler is the one
+ * call the core makes upward outside the design contract: the layers that map memory cannot
+ * know what the layers above them keep. api.h defines it (purge_after_refusal), with every
+ * layer below it in view; this is the tentative definition. */
+static bool (*memory_refused_handler)(heap_t *locked);
+
+static inline bool memory_refused(heap_t *locked) {
+  return memory_refused_handler && memory_refused_handler(locked);
+}
+
 /* p's run d holds no object (not a run of any kind that hands objects out). */
 static COLD __attribute__((noreturn)) void free_not_object(const desc_t *d, const void *p, const char *call) {
   locus_fatal(call, d->kind == KIND_FREE ? "double free or invalid pointer" : "invalid pointer", p);
