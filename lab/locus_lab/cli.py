@@ -312,15 +312,25 @@ def main(argv: list | None = None) -> int:
 def cmd_list(args, console: Console) -> int:
     paths = find_paths(args.build_dir)
     disc = alloc_mod.discover(paths)
-    t = Table(title="Allocators", title_justify="left")
-    for col in ("name", "kind", "library", "version"):
+    t = Table(title="Allocators", title_justify="left",
+              caption="default: compared without --allocators (`-a all` for every one)",
+              caption_justify="left")
+    for col in ("name", "kind", "default", "library", "version"):
         t.add_column(col)
+    default = {a.name for a in alloc_mod.default_choice(disc)}
     for a in disc.allocators:
         t.add_row(a.name + (f" ({', '.join(a.aliases)})" if a.aliases else ""), a.kind,
-                  a.library or "(none: the C library)", a.version)
+                  "yes" if a.name in default else "", a.library or "(none: the C library)",
+                  a.version)
     console.print(t)
     if disc.missing_peers:
         console.print(f"[yellow]{alloc_mod.missing_message(disc.missing_peers)}[/yellow]")
+    for peer in alloc_mod.PEERS:
+        if peer.optional and peer.name not in {a.name for a in disc.allocators}:
+            console.print(f"{peer.name}: not installed (apt-get install {peer.package})")
+    folders = ", ".join(str(f) for f, _ in alloc_mod.user_folders())
+    console.print(f"your own allocators: searched {folders} ({alloc_mod.PEERS_ENV}=DIR[:DIR] "
+                  "adds folders; docs/lab.md)")
     for note in disc.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     for title, find in (("Default suite", suite.default_suite),
