@@ -300,6 +300,10 @@ def verdict(baseline: str, allocators: list, means: dict, scores: dict | None = 
         samples = {a: scores.get(key, {}).get(a) or ([means[a][norm]] if means[a].get(norm)
                                                       else []) for a in clean}
         dec = rank_with_noise(samples)
+        if dec and dec["next"] and len(samples[dec["best"]]) == len(samples[dec["next"]]) > 1:
+            # repetitions were run side by side: in how many was the best ahead?
+            dec["ahead_in"] = sum(b < n for b, n in zip(samples[dec["best"]],
+                                                       samples[dec["next"]]))
         out[key] = dec
         out["fastest" if key == "time" else "smallest"] = dec["best"] if dec else None
         if dec is None or len(allocators) < 2:
@@ -334,8 +338,10 @@ def _decision_line(title, lead, unit, dec, baseline, norm, over) -> str:
         return f"{title}: {best}{vs_base}, {ahead} (beyond the spread of {runs} runs{over})"
     tied = dec["tied"]
     names = ", ".join(tied[:-1]) + " and " + tied[-1]
+    won = (f", in {dec['ahead_in']} of {runs} repetitions" if dec.get("ahead_in") is not None
+           else "")
     return (f"{title}: no difference beyond noise between {names} (their ranges over "
-            f"{runs} runs overlap; by the medians {best} is {ahead}{over})")
+            f"{runs} runs overlap; by the medians {best}{vs_base} is {ahead}{won}{over})")
 
 
 def rows(summary: dict) -> list:

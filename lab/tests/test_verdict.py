@@ -76,8 +76,10 @@ def test_tie_within_noise():
     s = results.summarise(meta_for(["a", "b"], ["prog"]), runs_of(table))
     v = s["verdict"]
     assert v["time"]["clear"] is False and v["time"]["tied"] == ["b", "a"]
+    assert v["time"]["ahead_in"] == 2  # 0.98 < 1.00, 0.90 < 1.10, 1.08 > 0.95
     assert v["lines"][0] == ("fastest: no difference beyond noise between b and a (their "
-                             "ranges over 3 runs overlap; by the medians b is 2% ahead of a)")
+                             "ranges over 3 runs overlap; by the medians b (0.98x a's time) is "
+                             "2% ahead of a, in 2 of 3 repetitions)")
     assert v["lines"][1].startswith("smallest peak memory: no difference beyond noise")
 
 
