@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     _build_dir_option(pr)
 
     rr = sub.add_parser("reproduce", help="every seed's headline experiment, scaled to about "
-                        "30 minutes on 2 cores, into one page (Markdown and HTML)",
+                        "12 minutes on 2 cores, into one page (Markdown and HTML)",
                         description="Run each seed's headline experiment with the lab's own "
                         "commands and write reproduce.md and reproduce.html: the paper's "
                         "claim beside the figure measured here, whether the shape agrees, and "

@@ -1,5 +1,5 @@
-"""`locus reproduce`: each seed's headline experiment, scaled to fit about half an hour on two
-cores, run with the lab's own commands (compare and its suites, paging, the hardware cost
+"""`locus reproduce`: each seed's headline experiment, scaled to fit well under half an hour on
+two cores, run with the lab's own commands (compare and its suites, paging, the hardware cost
 model), and one page (reproduce_page.py) that sets each headline figure of the paper beside the
 figure measured here, says whether the shape agrees, and gives the command that reproduces it
 alone.
@@ -114,6 +114,9 @@ def _lt(a, b) -> bool | None:
 # ---- seed 000: Vam against PHKmalloc and the DLmalloc-like glibc ----------------------------
 
 VAM_ALLOCS = "glibc,locus-vam,locus-phk,locus-phk-sc"
+# The default suite's workloads that its geometric means count (not the thread-count variants).
+SUITE_WORKLOADS = ("churn,linked,threads2,mixed_realloc,burst,xthreads,xserver,bigbuf,batches,"
+                   "python,gcc,perl,sqlite")
 
 
 def _vam_suite(folder: Path) -> list:
@@ -345,10 +348,11 @@ def experiments(paths) -> list:
     return [
         Experiment("000-suite", "000", "Vam, PHKmalloc, PHK_sc and glibc: time and "
                    "fragmentation",
-                   ["compare", "-a", VAM_ALLOCS, "-w", "churn,linked,python,perl,gcc,sqlite",
-                    "-r", "3", "--budget", "0"], [],
-                   "six workloads of the default suite instead of four SPEC programs; glibc "
-                   "(a DLmalloc descendant) for DLmalloc", 3.0, ("time.png", "frag.png"),
+                   ["compare", "-a", VAM_ALLOCS, "-w", SUITE_WORKLOADS, "-r", "3",
+                    "--budget", "0"], [],
+                   "the 13 workloads of the default suite's geometric means instead of four "
+                   "SPEC programs; glibc (a DLmalloc descendant) for DLmalloc", 4.5,
+                   ("time.png", "frag.png"),
                    _vam_suite,
                    quick_options=["compare", "--quick", "-a", VAM_ALLOCS, "-w", "churn,python",
                                   "-r", "2"]),
@@ -356,7 +360,7 @@ def experiments(paths) -> list:
                    ["compare", "--quick", "--cache", "--no-frag", "-a",
                     "glibc,locus-vam,locus-phk", "-w", "churn,python,perl"], [],
                    "the --quick inputs (1/20 of the work) under cachegrind's simulated "
-                   "caches instead of hardware counters", 3.0, ("cache.png",), _vam_cache,
+                   "caches instead of hardware counters", 1.5, ("cache.png",), _vam_cache,
                    quick_options=["compare", "--quick", "--cache", "--no-frag", "-a",
                                   "glibc,locus-vam,locus-phk", "-w", "churn"]),
         Experiment("000-paging", "000", "Vam, PHKmalloc and glibc: LRU page misses and swap "
@@ -366,15 +370,17 @@ def experiments(paths) -> list:
                     "4"],
                    "a list of 75,000 nodes built amid temporaries and walked 4 times (5.7 MiB "
                    "touched) under valgrind's lackey, instead of SPEC programs under real "
-                   "memory pressure", 6.0, ("paging-misses.png", "paging-prefetch.png"),
+                   "memory pressure", 3.0, ("paging-misses.png", "paging-prefetch.png"),
                    _vam_paging,
                    quick_program=[f"{bench}/hints", "list", "--no-hints", "--scale", "0.01",
                                   "--passes", "1"]),
         Experiment("001-hints", "001", "TP and Medius against glibc: page accuracy and time",
-                   ["compare", "--suite", "hints", "-w", "list", "-a",
+                   ["compare", "--suite", "hints", "-w", "list,tree,events", "-a",
                     "glibc,locus-tp,locus-medius", "-r", "3"], [],
-                   "the list workload (300k nodes built amid temporaries, walked 100 times) "
-                   "instead of the seed's STL programs; glibc for dlmalloc", 2.0,
+                   "three STL programs of our own instead of the seed's; the headlines are "
+                   "the list's (300k nodes built amid temporaries, walked 100 times), where "
+                   "the hint's page has room (in tree and events it is full: no design "
+                   "places near it); glibc for dlmalloc", 1.0,
                    ("hints_accuracy.png", "hints_time.png"), _hints,
                    quick_options=["compare", "--suite", "hints", "--quick", "-w", "list", "-a",
                                   "glibc,locus-tp,locus-medius"]),
@@ -382,7 +388,7 @@ def experiments(paths) -> list:
                    ["compare", "--suite", "lf", "-w", "shbench", "-a",
                     "glibc,locus-pow2,locus-lf", "-r", "3"], [],
                    "our shbench-like program (1M live objects of 70/100/150 B); Locus's "
-                   "pow2 build stands in for Hoard's power-of-two bins", 1.5, ("frag.png",
+                   "pow2 build stands in for Hoard's power-of-two bins", 0.5, ("frag.png",
                                                                                "time.png"),
                    _lf,
                    quick_options=["compare", "--suite", "lf", "--quick", "-w", "shbench", "-a",
@@ -395,13 +401,13 @@ def experiments(paths) -> list:
                     "locus-phk,locus-phk-hw", "--baseline", "locus-phk"],
                    [f"{bench}/smallobj", "1", "8", "16"],
                    "instructions (cachegrind) instead of SimpleScalar cycles, on a program of "
-                   "8-16 byte objects (like cfrac)", 2.0, ("cache.png",), _phk_hw,
+                   "8-16 byte objects (like cfrac)", 0.5, ("cache.png",), _phk_hw,
                    quick_program=[f"{bench}/churn", "1", "--quick"]),
         Experiment("004-regions", "004", "Reap (Locus regions) against regions and "
                    "malloc/free emulation: time, memory, drag",
                    ["compare", "--suite", "regions", "-r", "3"], [],
                    "three region programs of our own modelled on lcc, 197.parser and apache",
-                   4.0, ("regions_time.png", "regions_memory.png", "regions_profile.png"),
+                   2.0, ("regions_time.png", "regions_memory.png", "regions_profile.png"),
                    _regions,
                    quick_options=["compare", "--suite", "regions", "--quick", "-w",
                                   "compiler,parser"]),

@@ -42,8 +42,9 @@ def _intro(data: dict) -> list:
            ("p", f"Of {n} headline figures, the shape agrees for {agree}, partly for {part}, "
                  f"and not for {n - agree - part}."
                  + (f" Not measured (see below): {', '.join(failed)}." if failed else "")),
-           ("p", "Every experiment is scaled down to fit about half an hour on two cores and "
-                 "measured on this machine's programs and allocators, not the papers': the "
+           ("p", "Every experiment is scaled down (all of them fit in well under half an "
+                 "hour on two cores) and measured on this machine's programs and allocators, "
+                 "not the papers': the "
                  "question is whether the shape of each result holds (which design is ahead, "
                  "roughly by how much), not whether the numbers match. Each section says how it "
                  "is scaled and gives the command that reproduces it alone.")]
