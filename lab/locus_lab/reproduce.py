@@ -197,8 +197,9 @@ def _vam_paging(folder: Path) -> list:
 
 def _hints(folder: Path) -> list:
     s = _load(folder)
-    acc = {r["allocator"]: r for r in s.get("accuracy", [])}
-    rows = {(r["allocator"], r["mode"]): r for r in s.get("results", [])}
+    acc = {r["allocator"]: r for r in s.get("accuracy", []) if r["workload"] == "list"}
+    rows = {(r["allocator"], r["mode"]): r for r in s.get("results", [])
+            if r["workload"] == "list"}
 
     def page(a, key="page_hints"):
         return (acc.get(a) or {}).get(key)
@@ -453,6 +454,32 @@ def _run_one(e: Experiment, quick: bool, folder: Path, root: Path, log: Path,
     return "ok", ""
 
 
+def _headlines(e: Experiment, folder: Path) -> tuple[list, str]:
+    """The experiment's headlines read from its folder, and an error ("" when read)."""
+    try:
+        return e.headlines(folder), ""
+    except (LabError, KeyError, TypeError, ZeroDivisionError) as err:
+        return [], str(err)
+
+
+def redraw(folder: Path, console: Console, build_dir: str | None = None) -> list:
+    """`locus report DIR` for a reproduce folder: the headlines read again from the
+    experiments' folders (the figures are the runs'; the reading may have changed) and the
+    page written again. Returns the files written."""
+    data = json.loads((folder / JSON_FILE).read_text())
+    plan = {e.key: e for e in experiments(find_paths(build_dir))}
+    for entry in data["experiments"]:
+        e = plan.get(entry["key"])
+        if e and entry["status"] in ("ok", "unreadable"):
+            entry["headlines"], error = _headlines(e, folder / entry["folder"])
+            entry["status"] = "unreadable" if error else "ok"
+            entry.pop("error", None)
+            if error:
+                entry["error"] = error
+    (folder / JSON_FILE).write_text(json.dumps(data, indent=2) + "\n")
+    return [JSON_FILE] + reproduce_page.write(folder, data)
+
+
 def run_reproduce(opts: Options, console: Console) -> int:
     paths = find_paths(opts.build_dir)
     plan = _chosen(experiments(paths), opts.only)
@@ -483,11 +510,8 @@ def run_reproduce(opts: Options, console: Console) -> int:
                      "seconds": round(time.monotonic() - t0, 1), "folder": e.key,
                      "plots": [p for p in e.plots if (folder / p).exists()], "headlines": []}
             if status == "ok":
-                try:
-                    entry["headlines"] = e.headlines(folder)
-                except (LabError, KeyError, TypeError, ZeroDivisionError) as err:
-                    status = entry["status"] = "unreadable"
-                    tail = str(err)
+                entry["headlines"], tail = _headlines(e, folder)
+                status = entry["status"] = "unreadable" if tail else "ok"
             if status != "ok":
                 entry["error"] = tail
                 console.print(session.failure_line(f"  {e.key}", status, tail))

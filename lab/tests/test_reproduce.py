@@ -147,3 +147,30 @@ def test_unknown_experiment_is_one_line(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0
     assert "unknown experiment '007'" in r.stderr
+
+
+@needs_build
+def test_report_redraws_the_page(quick_page, tmp_path):
+    out, data = quick_page
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / "reproduce.html").unlink()
+    r = run_locus("report", str(copy))
+    assert r.returncode == 0, r.stderr
+    again = json.loads((copy / reproduce.JSON_FILE).read_text())
+    assert again["experiments"] == data["experiments"]
+    assert (copy / "reproduce.html").is_file()
+
+
+def test_hints_headlines_are_the_lists(tmp_path):
+    acc, res = [], []
+    for w, page in (("list", 0.9), ("tree", 0.001)):
+        for a, t in (("glibc", 1.0), ("locus-tp", 0.9), ("locus-medius", 1.0)):
+            acc.append({"workload": w, "allocator": a, "page_no_hints": page / 2,
+                        "page_hints": page})
+            res.append({"workload": w, "allocator": a, "mode": "hints",
+                        "time_vs_base": t if w == "list" else 2.0})
+    (tmp_path / "summary.json").write_text(json.dumps({"accuracy": acc, "results": res}))
+    page, speed = reproduce._hints(tmp_path)
+    assert page["values"] == {"tp": 0.9, "medius": 0.9, "glibc": 0.45}
+    assert speed["values"] == {"tp": 0.9, "medius": 1.0} and speed["agrees"] == "yes"
