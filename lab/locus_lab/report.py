@@ -377,15 +377,14 @@ def _draw(path: Path, summary: dict, title: str, panels: list) -> None:
         for pi, (value, error, ylabel, geo_key) in enumerate(panels):
             ax = axes[gi * len(panels) + pi]
             _bars(ax, summary, value, error, ylabel, geo_key=geo_key, allocs=group)
-            if len(groups) > 1:
-                ax.legend(fontsize=7, ncol=min(len(group), 8), loc="upper left",
-                          framealpha=0.8)
+            if len(groups) > 1:  # each panel's own legend, beside it
+                ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.005, 1.0),
+                          frameon=False)
     if len(groups) == 1:
         save_with_legend(fig, axes, path, title)
         return
-    axes[0].set_title(title + f" ({len(summary['allocators'])} allocators, "
-                      f"{len(groups)} panels)")
-    fig.tight_layout()
+    fig.suptitle(title + f" ({len(summary['allocators'])} allocators, {len(groups)} panels)")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))  # room for the title
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 

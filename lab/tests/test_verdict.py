@@ -101,3 +101,17 @@ def test_one_run_is_not_judged():
     table = {("prog", "glibc"): [(1.0, 1000)], ("prog", "fast"): [(0.5, 1000)]}
     s = results.summarise(meta_for(["glibc", "fast"], ["prog"]), runs_of(table))
     assert "one run each: too few to tell" in s["verdict"]["lines"][0]
+
+
+def test_plots_split_many_allocators(tmp_path):
+    six = ["glibc", "a", "b", "c", "d", "e"]
+    assert report.series_groups(six, "glibc") == [six]
+    many = ["glibc"] + [f"x{i}" for i in range(17)]
+    groups = report.series_groups(many, "glibc")
+    assert len(groups) == 3 and all(g[0] == "glibc" and len(g) <= report.MAX_SERIES
+                                    for g in groups)
+    assert sorted(a for g in groups for a in g[1:]) == sorted(many[1:])
+    table = {("prog", a): [(1.0 + i / 100, 1000 + i)] for i, a in enumerate(many)}
+    s = results.summarise(meta_for(many, ["prog"]), runs_of(table))
+    assert report.plot_all(tmp_path, s) == ["time.png", "memory.png"]
+    assert (tmp_path / "time.png").stat().st_size > 10000
