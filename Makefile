@@ -1,14 +1,17 @@
 # Locus: `make` builds every library into build/lib, `make test` runs the whole test suite,
-# `make bench` runs the lab's default comparison into results/, `make install` installs into
-# PREFIX (and DESTDIR), `make uninstall` removes it again, `make deb` builds the Debian package
-# (docs/packaging.md).
+# `make bench` compares glibc, Locus, Locus secure and the peers (installed first when it can)
+# on the lab's default suite into results/, `make bench-all` every library of this repository
+# too, `make reproduce` the seeds' headline experiments into results/reproduce/,
+# `make install` installs into PREFIX (and DESTDIR), `make uninstall` removes it again,
+# `make deb` builds the Debian package (docs/packaging.md).
 BUILD   ?= build
 PREFIX  ?= /usr/local
 VENV    ?= .venv
 PYTHON  ?= python3
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: all build configure venv test test-c test-lab bench clean install uninstall deb
+.PHONY: all build configure venv test test-c test-lab bench bench-all peers reproduce clean \
+        install uninstall deb
 
 all: build
 
@@ -32,8 +35,17 @@ test: build venv
 	cd $(BUILD) && ctest --output-on-failure -j 2
 	$(VENV)/bin/python -m pytest lab/tests -q
 
-bench: build venv
+bench: peers build venv
 	$(VENV)/bin/locus compare --output results
+
+bench-all: build venv
+	$(VENV)/bin/locus compare --allocators all --output results/all
+
+peers:
+	@lab/install-peers.sh
+
+reproduce: build venv
+	$(VENV)/bin/locus reproduce --output results/reproduce
 
 # DESTDIR (a staging root) and LAB (venv, system or none: how the lab's `locus` command gets
 # its Python; packaging/finish.cmake) reach the install step through the environment.

@@ -3,11 +3,14 @@
 An allocator is used by preloading its shared library (LD_PRELOAD); glibc is the absence of
 a preload. Locus libraries come from build/variants.json when it exists (entries marked
 "debug" are skipped: they are consistency-checking builds, not designs to compare), else
-from the files build/lib/liblocus*.so (minus *debug*). Peers are the distribution's packages.
+from the files build/lib/liblocus*.so (minus *debug*). Peers are the distribution's packages,
+and the libraries a user keeps in LOCUS_PEERS folders or ~/.local/lib (find_user_peers).
 """
 from __future__ import annotations
 
+import glob
 import json
+import os
 import re
 import subprocess
 import sysconfig
@@ -24,14 +27,28 @@ class Peer:
     name: str
     soname: str
     package: str
+    globs: tuple = ()         # where else to look (a library outside the loader's folders)
+    optional: bool = False    # not reported missing, not installed by `make bench`
 
 
 PEERS = (
     Peer("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
     Peer("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
     Peer("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
+    # LLVM's hardened allocator, shipped in Debian with the compiler runtime.
+    Peer("scudo", "libclang_rt.scudo_standalone-x86_64.so", "libclang-rt-14-dev",
+         globs=("/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.scudo_standalone-x86_64.so",),
+         optional=True),
 )
-INSTALL_HINT = "apt-get install " + " ".join(p.package for p in PEERS)
+CORE_PEERS = tuple(p for p in PEERS if not p.optional)
+INSTALL_HINT = "apt-get install " + " ".join(p.package for p in CORE_PEERS)
+# Folders of allocators built by hand: LOCUS_PEERS (every shared library in it, a list
+# separated by ':'), then ~/.local/lib (there, only files named like an allocator).
+PEERS_ENV = "LOCUS_PEERS"
+USER_LIB = Path("~/.local/lib")
+ALLOCATOR_NAME = re.compile(r"malloc|scudo|hoard|rpmalloc|snmalloc", re.I)
+# The default choice (no --allocators): what someone choosing an allocator compares.
+DEFAULT_LOCUS = ("liblocus.so", "liblocus-secure.so")
 
 
 @dataclass(frozen=True)
@@ -65,7 +82,6 @@ class Discovery:
 
 def _glibc_version() -> str:
     try:
-        import os
         return os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError, AttributeError):
         return ""
@@ -161,6 +177,61 @@ def find_locus(paths: Paths) -> tuple[list, list]:
     return found, notes
 
 
+def find_peer(peer: Peer) -> str | None:
+    """An installed peer's library: by soname in the loader's folders, else its globs."""
+    lib = None if peer.globs else find_library(peer.soname)
+    for pattern in peer.globs:
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            lib = hits[-1]      # the newest version folder
+    return lib
+
+
+def _user_name(lib: Path) -> str:
+    """libmimalloc.so.2.1 -> mimalloc; libclang_rt.scudo_standalone-x86_64.so -> scudo."""
+    stem = lib.name.split(".so")[0]
+    stem = stem[3:] if stem.startswith("lib") else stem
+    m = ALLOCATOR_NAME.search(stem)
+    return "scudo" if m and m.group(0).lower() == "scudo" else stem
+
+
+def user_folders() -> list:
+    """(folder, only files named like an allocator?) where users keep allocators of their
+    own: each folder of LOCUS_PEERS, then ~/.local/lib."""
+    out = [(Path(d).expanduser(), False)
+           for d in os.environ.get(PEERS_ENV, "").split(":") if d]
+    out.append((USER_LIB.expanduser(), True))
+    return out
+
+
+def find_user_peers(taken: set) -> tuple[list, list]:
+    """Allocators in the user's folders (user_folders): one per library file (symlinks to the
+    same file counted once), named after the file; a name already taken (a distribution
+    peer of the same name) gets the folder's name as a suffix (mimalloc-mine). Returns the
+    allocators and notes."""
+    found, notes, seen = [], [], set()
+    for folder, named_only in user_folders():
+        if not folder.is_dir():
+            if not named_only:
+                notes.append(f"{PEERS_ENV}: {folder} is not a folder")
+            continue
+        for lib in sorted(folder.glob("*.so*"), key=lambda p: (len(p.name), p.name)):
+            if not lib.is_file() or (named_only and not ALLOCATOR_NAME.search(lib.name)):
+                continue
+            real = lib.resolve()
+            if real in seen or not re.search(r"\.so(\.\d+)*$", lib.name):
+                continue
+            seen.add(real)
+            name = _user_name(lib)
+            if name in taken:
+                name = f"{name}-{folder.name.lstrip('.') or 'user'}"
+            if name in taken:
+                continue
+            taken.add(name)
+            found.append(Allocator(name, "user", str(lib)))
+    return found, notes
+
+
 def discover(paths: Paths) -> Discovery:
     d = Discovery()
     d.allocators.append(Allocator(BASELINE, "system", None, version=_glibc_version()))
@@ -170,13 +241,25 @@ def discover(paths: Paths) -> Discovery:
         d.notes.append(f"no Locus library in {paths.lib} (build it with `make`)")
     d.allocators += locus
     for peer in PEERS:
-        lib = find_library(peer.soname)
+        lib = find_peer(peer)
         if lib:
             d.allocators.append(Allocator(peer.name, "peer", lib,
                                           version=_package_version(peer.package)))
-        else:
+        elif not peer.optional:
             d.missing_peers.append(peer)
+    users, notes = find_user_peers({a.name for a in d.allocators}
+                                   | {a for x in d.allocators for a in x.aliases})
+    d.allocators += users
+    d.notes += notes
     return d
+
+
+def default_choice(discovery: Discovery) -> list:
+    """The allocators compared without --allocators: glibc, the flagship and its hardened
+    build, and every peer found (the distribution's and the user's own). The research builds
+    are one `--allocators all` away."""
+    return [a for a in discovery.allocators
+            if a.kind != "locus" or Path(a.library).name in DEFAULT_LOCUS]
 
 
 def missing_message(missing: list) -> str:
@@ -185,16 +268,18 @@ def missing_message(missing: list) -> str:
 
 
 def select(discovery: Discovery, spec: str | None) -> list:
-    """The allocators named in `spec` ("glibc,locus,jemalloc" or "name=/path/lib.so"), or
-    every one found (no spec, or "all"). Unknown names are an error that lists what exists."""
-    if not spec or spec.strip() == "all":
+    """The allocators named in `spec` ("glibc,locus,jemalloc" or "name=/path/lib.so"), every
+    one found ("all"), or without a spec the default choice (default_choice). Unknown names are an error that lists what exists."""
+    if not spec:
+        return default_choice(discovery)
+    if spec.strip() == "all":
         return list(discovery.allocators)
     by_name = {}
     for a in discovery.allocators:
         by_name[a.name] = a
         for alias in a.aliases:
             by_name.setdefault(alias, a)
-    missing = {p.name: p for p in discovery.missing_peers}
+    missing = {p.name: p for p in PEERS if p.name not in by_name}
     chosen = []
     for item in (s.strip() for s in spec.split(",")):
         if not item:

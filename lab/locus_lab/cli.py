@@ -9,6 +9,7 @@
   locus sites [--library NAME] -- COMMAND    per-call-site statistics (LOCUS_SITES)
   locus paging [--allocators ...] -- COMMAND LRU page-miss curves, prefetchability, drag
   locus pressure [--limits ...] -- COMMAND   runs in a memory-limited cgroup, if offered
+  locus reproduce [--only 000,...] [--quick] the seeds' headline experiments, one page
 
 Bad input ends with one line on stderr and status 2; an interrupted run with status 130.
 """
@@ -29,6 +30,7 @@ from .compare import CompareOptions, run_compare, run_report
 from .replay import ReplayOptions, run_replay
 from .paging import DEFAULT_ALLOCATORS, DEFAULT_SIZES, PagingOptions, run_paging
 from .pressure import PressureOptions, run_pressure
+from .reproduce import Options as ReproduceOptions, run_reproduce
 
 
 class _Parser(argparse.ArgumentParser):
@@ -234,6 +236,21 @@ def build_parser() -> argparse.ArgumentParser:
                     help="memory limits, bytes as 512K/16M/1G (default 16M,32M,64M)")
     _timeout_option(pr, 600.0, "a run")
     _build_dir_option(pr)
+
+    rr = sub.add_parser("reproduce", help="every seed's headline experiment, scaled to about "
+                        "12 minutes on 2 cores, into one page (Markdown and HTML)",
+                        description="Run each seed's headline experiment with the lab's own "
+                        "commands and write reproduce.md and reproduce.html: the paper's "
+                        "claim beside the figure measured here, whether the shape agrees, and "
+                        "the command that reproduces each alone.")
+    rr.add_argument("--output", "-o", metavar="DIR",
+                    help="results folder (default: results/reproduce)")
+    rr.add_argument("--only", metavar="NAME,...", help="experiments (000-suite, ...) or "
+                    "seeds (000 ... 004) to run (default: all)")
+    rr.add_argument("--quick", action="store_true",
+                    help="tiny inputs (for tests: the figures mean little)")
+    _timeout_option(rr, 1800.0, "an experiment")
+    _build_dir_option(rr)
     return p
 
 
@@ -287,6 +304,10 @@ def main(argv: list | None = None) -> int:
             return run_pressure(PressureOptions(
                 command=command, allocators=args.allocators, limits=args.limits,
                 timeout=args.timeout, build_dir=args.build_dir), console)
+        if args.command == "reproduce" and not command:
+            return run_reproduce(ReproduceOptions(
+                output=args.output, quick=args.quick, only=args.only,
+                build_dir=args.build_dir, timeout=args.timeout, argv=argv), console)
         if command and args.command != "trace":
             raise LabError(f"`locus {args.command}` takes no command after --")
         if args.command == "trace":
@@ -312,15 +333,25 @@ def main(argv: list | None = None) -> int:
 def cmd_list(args, console: Console) -> int:
     paths = find_paths(args.build_dir)
     disc = alloc_mod.discover(paths)
-    t = Table(title="Allocators", title_justify="left")
-    for col in ("name", "kind", "library", "version"):
+    t = Table(title="Allocators", title_justify="left",
+              caption="default: compared without --allocators (`-a all` for every one)",
+              caption_justify="left")
+    for col in ("name", "kind", "default", "library", "version"):
         t.add_column(col)
+    default = {a.name for a in alloc_mod.default_choice(disc)}
     for a in disc.allocators:
         t.add_row(a.name + (f" ({', '.join(a.aliases)})" if a.aliases else ""), a.kind,
-                  a.library or "(none: the C library)", a.version)
+                  "yes" if a.name in default else "", a.library or "(none: the C library)",
+                  a.version)
     console.print(t)
     if disc.missing_peers:
         console.print(f"[yellow]{alloc_mod.missing_message(disc.missing_peers)}[/yellow]")
+    for peer in alloc_mod.PEERS:
+        if peer.optional and peer.name not in {a.name for a in disc.allocators}:
+            console.print(f"{peer.name}: not installed (apt-get install {peer.package})")
+    folders = ", ".join(str(f) for f, _ in alloc_mod.user_folders())
+    console.print(f"your own allocators: searched {folders} ({alloc_mod.PEERS_ENV}=DIR[:DIR] "
+                  "adds folders; docs/lab.md)")
     for note in disc.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     for title, find in (("Default suite", suite.default_suite),

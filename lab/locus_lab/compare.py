@@ -21,7 +21,8 @@ from pathlib import Path
 from rich.console import Console
 
 from . import allocators as alloc_mod
-from . import hints, regions, replay, report, results, runner, session, suite, trace
+from . import (hints, regions, replay, report, reproduce, results, runner, session, suite,
+               trace)
 from .common import LabError, find_paths
 from .runner import CACHEGRIND_SLOWDOWN
 from .session import format_duration
@@ -250,6 +251,10 @@ def _live_run(w, base_env, tracer, scratch: Path, opts, record) -> str:
 
 
 def run_report(folder: str, console: Console, plots: bool = True) -> int:
+    if (Path(folder) / reproduce.JSON_FILE).is_file():   # a `locus reproduce` folder
+        files = reproduce.redraw(Path(folder), console)
+        console.print(f"\nwrote {folder}/: " + ", ".join(files))
+        return 0
     meta, runs = results.load(folder)
     # The suites and replay draw their own folders; the default and lf suites are drawn here.
     own_report = {regions.SUITE: regions.draw, hints.SUITE: hints.draw, replay.SUITE: replay.draw}

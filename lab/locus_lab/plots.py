@@ -49,11 +49,11 @@ def grouped_bars(ax, groups: list, series: list, ylabel: str, ref=None, log=Fals
 def save_with_legend(fig, axes: list, path, title: str, ncol: int | None = None,
                      fontsize=None) -> None:
     """Titles the first panel, puts the first panel's legend under the figure (every panel
-    has the same series), saves the PNG and closes the figure. ncol None: up to 5 columns."""
+    has the same series), saves the PNG and closes the figure. ncol None: up to 8 columns."""
     axes[0].set_title(title)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center",
-               ncol=min(len(labels), 5) if ncol is None else ncol,
+               ncol=min(len(labels), 8) if ncol is None else ncol,
                bbox_to_anchor=(0.5, 0.0), frameon=False, fontsize=fontsize)
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")

@@ -229,13 +229,13 @@ def print_summary(console: Console, summary: dict, meta: dict) -> None:
         console.print()
     print_scaling(console, summary, meta)
     print_many_threads(console, summary)
+    for note in meta.get("notes", []):
+        console.print(f"[yellow]note:[/yellow] {note}")
     lines = summary["verdict"]["lines"]
-    if lines:
+    if lines:  # last: the answer the comparison was run for
         console.print("[bold]Verdict[/bold]")
         for line in lines:
             console.print(f"  {line}")
-    for note in meta.get("notes", []):
-        console.print(f"[yellow]note:[/yellow] {note}")
 
 
 def print_scaling(console: Console, summary: dict, meta: dict) -> None:
@@ -300,12 +300,31 @@ def write_json(path: Path, summary: dict, rows: list) -> None:
 
 # ---- plots ------------------------------------------------------------------------------------
 
-def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=False):
-    """Grouped bars: one group per workload (plus the geometric mean), one bar per allocator."""
-    allocs, works = summary["allocators"], list(summary["workloads"])
+# A panel shows at most this many allocators; with more (`--allocators all`), a figure gets one
+# panel per group of them, each with the baseline and its own legend.
+MAX_SERIES = 8
+
+
+def series_groups(allocators: list, baseline: str, most: int = MAX_SERIES) -> list:
+    """The allocators split into groups of at most `most`, each led by the baseline and as
+    even in size as possible; one group when they fit."""
+    if len(allocators) <= most:
+        return [list(allocators)]
+    others = [a for a in allocators if a != baseline]
+    n = math.ceil(len(others) / (most - 1))
+    size = math.ceil(len(others) / n)
+    return [[baseline] + others[i:i + size] for i in range(0, len(others), size)]
+
+
+def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=False,
+          allocs=None):
+    """Grouped bars: one group per workload (plus the geometric mean), one bar per allocator
+    (`allocs`, default all of them; an allocator keeps its colour in every panel)."""
+    everyone = summary["allocators"]
+    allocs, works = allocs or everyone, list(summary["workloads"])
     groups = works + (["geomean"] if geo_key and _shows_geomean(summary) else [])
     width = 0.8 / max(1, len(allocs))
-    colors = pyplot().get_cmap("tab10" if len(allocs) <= 10 else "tab20")
+    colors = pyplot().get_cmap("tab10" if len(everyone) <= 10 else "tab20")
     for i, a in enumerate(allocs):
         xs, ys, errs, fails = [], [], [[], []], []
         for g, w in enumerate(groups):
@@ -326,7 +345,7 @@ def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=
             ys.append(v)
             errs[0].append(max(0.0, lo))
             errs[1].append(max(0.0, hi))
-        ax.bar(xs, ys, width, label=a, color=colors(i % colors.N),
+        ax.bar(xs, ys, width, label=a, color=colors(everyone.index(a) % colors.N),
                yerr=errs if error and any(errs[0] + errs[1]) else None, capsize=2,
                error_kw={"elinewidth": 0.8})
         for x in fails:
@@ -343,13 +362,31 @@ def _bars(ax, summary, value, error=None, ylabel="", ref=1.0, geo_key=None, log=
     ax.grid(axis="y", alpha=0.3)
 
 
-def _figure(n_panels, summary):
+def _draw(path: Path, summary: dict, title: str, panels: list) -> None:
+    """One figure: for each group of allocators (series_groups), one panel per entry of
+    `panels` ((value, error, ylabel, geomean key)); one legend under the figure when there is
+    one group, else a legend in each panel."""
     plt = pyplot()
-    width = max(8.0, 1.2 + 0.22 * len(summary["allocators"]) * (len(summary["workloads"]) + 1))
-    height = 3.6 if len(summary["allocators"]) <= 8 else 4.6
-    fig, axes = plt.subplots(n_panels, 1, figsize=(min(width, 22), height * n_panels),
-                             squeeze=False)
-    return fig, [ax for row in axes for ax in row]
+    groups = series_groups(summary["allocators"], summary["baseline"])
+    most = max(len(g) for g in groups)
+    width = max(8.0, 1.2 + 0.22 * most * (len(summary["workloads"]) + 1))
+    n = len(panels) * len(groups)
+    fig, axes = plt.subplots(n, 1, figsize=(min(width, 22), 3.6 * n), squeeze=False)
+    axes = [ax for row in axes for ax in row]
+    for gi, group in enumerate(groups):
+        for pi, (value, error, ylabel, geo_key) in enumerate(panels):
+            ax = axes[gi * len(panels) + pi]
+            _bars(ax, summary, value, error, ylabel, geo_key=geo_key, allocs=group)
+            if len(groups) > 1:  # each panel's own legend, beside it
+                ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.005, 1.0),
+                          frameon=False)
+    if len(groups) == 1:
+        save_with_legend(fig, axes, path, title)
+        return
+    fig.suptitle(title + f" ({len(summary['allocators'])} allocators, {len(groups)} panels)")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))  # room for the title
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
 
 
 def plot_all(folder: Path, summary: dict) -> list:
@@ -364,42 +401,32 @@ def plot_all(folder: Path, summary: dict) -> list:
         n = cell["wall_norm"]
         return (n - cell["wall_min_s"] / b["wall_s"], cell["wall_max_s"] / b["wall_s"] - n)
 
-    fig, axes = _figure(1, summary)
-    _bars(axes[0], summary, lambda c: c.get("wall_norm"), err,
-          f"run time (x {base})", geo_key="wall_norm")
-    save_with_legend(fig, axes, folder / "time.png",
-                     f"Run time normalised to {base} (median, bars: min-max; x = failed)")
+    _draw(folder / "time.png", summary,
+          f"Run time normalised to {base} (median, bars: min-max; x = failed)",
+          [(lambda c: c.get("wall_norm"), err, f"run time (x {base})", "wall_norm")])
     written.append("time.png")
 
-    fig, axes = _figure(2, summary)
-    _bars(axes[0], summary, lambda c: c.get("maxrss_norm"), None, f"peak RSS (x {base})",
-          geo_key="maxrss_norm")
-    _bars(axes[1], summary, lambda c: c.get("minflt_norm"), None,
-          f"minor page faults (x {base})", geo_key="minflt_norm")
-    save_with_legend(fig, axes, folder / "memory.png", f"Peak memory normalised to {base}")
+    _draw(folder / "memory.png", summary, f"Peak memory normalised to {base}",
+          [(lambda c: c.get("maxrss_norm"), None, f"peak RSS (x {base})", "maxrss_norm"),
+           (lambda c: c.get("minflt_norm"), None, f"minor page faults (x {base})",
+            "minflt_norm")])
     written.append("memory.png")
 
     if any(c.get("frag") for c in summary["cells"].values()):
-        fig, axes = _figure(2, summary)
-        _bars(axes[0], summary, lambda c: c.get("frag"), None,
-              "peak anon / peak live bytes", geo_key="frag")
-        _bars(axes[1], summary, lambda c: c.get("frag_rss"), None,
-              "peak RSS / peak live bytes (seed 002)", geo_key="frag_rss")
-        save_with_legend(fig, axes, folder / "frag.png",
-                         "Fragmentation: peak anonymous memory, and peak RSS, over peak live "
-                         "bytes requested")
+        _draw(folder / "frag.png", summary,
+              "Fragmentation: peak anonymous memory, and peak RSS, over peak live bytes "
+              "requested",
+              [(lambda c: c.get("frag"), None, "peak anon / peak live bytes", "frag"),
+               (lambda c: c.get("frag_rss"), None, "peak RSS / peak live bytes (seed 002)",
+                "frag_rss")])
         written.append("frag.png")
 
     if any("instructions" in c for c in summary["cells"].values()):
-        fig, axes = _figure(3, summary)
-        for ax, (key, label) in zip(axes, (("instructions", "instructions"),
-                                           ("l1_misses", "L1 misses"),
-                                           ("ll_misses", "last-level misses"))):
-            _bars(ax, summary, lambda c, k=key: c.get(k + "_norm"), None,
-                  f"{label} (x {base})", geo_key=key + "_norm")
-        save_with_legend(fig, axes, folder / "cache.png",
-                         "Cachegrind: instructions and simulated cache misses, normalised "
-                         f"to {base}")
+        _draw(folder / "cache.png", summary, "Cachegrind: instructions and simulated cache "
+              f"misses, normalised to {base}",
+              [(lambda c, k=key: c.get(k + "_norm"), None, f"{label} (x {base})", key + "_norm")
+               for key, label in (("instructions", "instructions"), ("l1_misses", "L1 misses"),
+                                  ("ll_misses", "last-level misses"))])
         written.append("cache.png")
     return written
 

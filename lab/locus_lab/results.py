@@ -9,11 +9,10 @@ Everything else (summary.csv/json, plots, report.md) is derived from these two f
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 
 from .common import LabError
-from .stats import geomean, median, overall_status, ratio, spread_pct
+from .stats import geomean, median, overall_status, rank_with_noise, ratio, spread_pct
 from .suite import MANY_THREADS, SCALING_ONE, SCALING_TWO
 
 META_FILE = "meta.json"
@@ -186,11 +185,15 @@ def summarise(meta: dict, runs: list) -> dict:
         entry["wall_spread_pct_median"] = median(spreads)
         means[a] = entry
 
+    counted = [w for w in workloads if w not in excluded
+               and cells.get((w, baseline), {}).get("status") == "ok"]
     return {"baseline": baseline, "allocators": allocators, "workloads": workloads,
             "not_in_geomean": [w for w in workloads if w in excluded],
             "cells": cells, "geomean": means, "scaling": scaling, "many_threads": many,
             "live": live,
-            "verdict": verdict(baseline, allocators, means)}
+            "verdict": verdict(baseline, allocators, means, {
+                key: repetition_scores(runs, cells, counted, baseline, allocators, metric)
+                for key, metric, *_ in DECISIONS})}
 
 
 def two_thread_scaling(cells: dict, allocators: list) -> dict:
@@ -236,9 +239,39 @@ def many_thread(cells: dict, allocators: list) -> dict:
     return out
 
 
-def verdict(baseline: str, allocators: list, means: dict) -> dict:
-    """Which allocator to ship, and why: the best on time and on memory among those that ran
-    every workload without failing, and the ones no other beats on both."""
+def repetition_scores(runs: list, cells: dict, counted: list, baseline: str,
+                      allocators: list, metric: str) -> dict:
+    """Per allocator, one figure per repetition: the geometric mean over the `counted`
+    workloads of that repetition's run (its `metric`) over the baseline's median on the same
+    workload. A repetition in which the allocator lacks a good run of a counted workload
+    gives no figure. For one workload it is simply the run over the baseline's median."""
+    out = {}
+    for a in allocators:
+        by_rep = {}
+        for r in runs:
+            if (r.get("kind") == "time" and r.get("allocator") == a and r.get("status") == "ok"
+                    and r.get("workload") in counted):
+                by_rep.setdefault(r.get("rep", 0), {})[r["workload"]] = r.get(metric)
+        scores = []
+        for _, got in sorted(by_rep.items()):
+            norms = [ratio(got.get(w), cells[(w, baseline)].get(metric)) for w in counted]
+            if norms and all(norms):
+                scores.append(geomean(norms))
+        out[a] = scores
+    return out
+
+
+# (key in the verdict, metric of the runs, what the line calls the winner, how it leads)
+DECISIONS = (("time", "wall_s", "fastest", "ahead of", "time"),
+             ("memory", "maxrss_kib", "smallest peak memory", "below", "peak RSS"))
+
+
+def verdict(baseline: str, allocators: list, means: dict, scores: dict | None = None) -> dict:
+    """Which allocator to ship, and whether the difference is beyond the noise: for time and
+    for peak memory, the best among the allocators that ran every workload without failing,
+    judged on the per-repetition figures (stats.rank_with_noise); the ones no other beats on
+    both (by the geometric means); the failures."""
+    scores = scores or {}
     clean = [a for a in allocators if not means[a]["failed"] and means[a]["ok"]]
     out = {"fastest": None, "smallest": None, "least_fragmentation": None, "pareto": [],
            "failed": {a: means[a]["failed"] for a in allocators if means[a]["failed"]},
@@ -248,8 +281,6 @@ def verdict(baseline: str, allocators: list, means: dict) -> dict:
         cands = [a for a in clean if means[a].get(key) is not None]
         return min(cands, key=lambda a: means[a][key]) if cands else None
 
-    out["fastest"] = best("wall_norm")
-    out["smallest"] = best("maxrss_norm")
     out["least_fragmentation"] = best("frag")
     both = [a for a in clean if means[a].get("wall_norm") and means[a].get("maxrss_norm")]
     for a in both:
@@ -262,37 +293,55 @@ def verdict(baseline: str, allocators: list, means: dict) -> dict:
     out["pareto"].sort(key=lambda a: means[a]["wall_norm"])
 
     lines = out["lines"]
-    if len(allocators) < 2:
-        return out
     n = max((means[a]["in_geomean"] for a in allocators), default=0)
-    over = f"geometric mean over {n} workload{'s' if n != 1 else ''}"
-    if out["fastest"]:
-        a = out["fastest"]
-        lines.append(f"Fastest: {baseline} itself — no other allocator was faster ({over})."
-                     if a == baseline else
-                     f"Fastest: {a} — {means[a]['wall_norm']:.2f}x {baseline}'s run time "
-                     f"({over}).")
-    if out["smallest"]:
-        a = out["smallest"]
-        lines.append(f"Smallest: {baseline} itself — no other allocator had a lower peak RSS."
-                     if a == baseline else
-                     f"Smallest: {a} — {means[a]['maxrss_norm']:.2f}x {baseline}'s peak RSS.")
-    if out["least_fragmentation"]:
-        a = out["least_fragmentation"]
-        lines.append(f"Least fragmentation: {a} — peak memory {means[a]['frag']:.2f}x the "
-                     "peak live bytes requested (geometric mean).")
-    if out["pareto"]:
-        lines.append("No other allocator is both faster and smaller than: "
-                     + ", ".join(out["pareto"]) + ". Ship one of these; pick by which of "
-                     "time or memory matters more for this program.")
-    spreads = [means[a]["wall_spread_pct_median"] for a in allocators
-               if means[a].get("wall_spread_pct_median") is not None]
-    if spreads:
-        lines.append(f"Run-to-run spread is about {statistics.median(spreads):.1f}% (median of "
-                     "(max-min)/median): smaller time differences are noise.")
+    over = f"; geometric mean over {n} workloads" if n > 1 else ""
+    for key, metric, title, lead, unit in DECISIONS:
+        norm = {"time": "wall_norm", "memory": "maxrss_norm"}[key]
+        samples = {a: scores.get(key, {}).get(a) or ([means[a][norm]] if means[a].get(norm)
+                                                      else []) for a in clean}
+        dec = rank_with_noise(samples)
+        if dec and dec["next"] and len(samples[dec["best"]]) == len(samples[dec["next"]]) > 1:
+            # repetitions were run side by side: in how many was the best ahead?
+            dec["ahead_in"] = sum(b < n for b, n in zip(samples[dec["best"]],
+                                                       samples[dec["next"]]))
+        out[key] = dec
+        out["fastest" if key == "time" else "smallest"] = dec["best"] if dec else None
+        if dec is None or len(allocators) < 2:
+            continue
+        lines.append(_decision_line(title, lead, unit, dec, baseline, means[dec["best"]][norm],
+                                    over))
+    if len(out["pareto"]) > 1 and out["fastest"] != out["smallest"]:
+        lines.append("no other allocator is both faster and smaller than: "
+                     + ", ".join(out["pareto"]) + " (pick by whether time or memory matters "
+                     "more)")
     for a, failed in out["failed"].items():
-        lines.append(f"{a} did not complete: {', '.join(failed)} (see the table).")
+        lines.append(f"failed: {a} on {', '.join(failed)} (left out of the verdict; see the "
+                     "table)")
     return out
+
+
+def _pct(v: float) -> str:
+    return f"{v:.1f}%" if abs(v) < 1 else f"{v:.0f}%"
+
+
+def _decision_line(title, lead, unit, dec, baseline, norm, over) -> str:
+    best, nxt = dec["best"], dec["next"]
+    vs_base = (f" ({norm:.2f}x {baseline}'s {unit})" if best != baseline and norm else "")
+    if nxt is None:
+        return f"{title}: {best}{vs_base}, the only allocator that completed every run"
+    runs = dec["runs"]
+    ahead = f"{_pct(dec['margin_pct'])} {lead} {nxt}"
+    if not dec["judged"]:
+        return (f"{title}: {best}{vs_base}, {ahead} (one run each: too few to tell a "
+                f"difference from noise, use -r 3 or more{over})")
+    if dec["clear"]:
+        return f"{title}: {best}{vs_base}, {ahead} (beyond the spread of {runs} runs{over})"
+    tied = dec["tied"]
+    names = ", ".join(tied[:-1]) + " and " + tied[-1]
+    won = (f", in {dec['ahead_in']} of {runs} repetitions" if dec.get("ahead_in") is not None
+           else "")
+    return (f"{title}: no difference beyond noise between {names} (their ranges over "
+            f"{runs} runs overlap; by the medians {best}{vs_base} is {ahead}{won}{over})")
 
 
 def rows(summary: dict) -> list:

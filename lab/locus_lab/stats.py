@@ -63,3 +63,36 @@ def flag_disagreeing(cells: dict, field: str, failure: str) -> None:
                 if key[0] == w and cell[field] and cell[field] != right:
                     cell["status"] = WRONG_CHECKSUM
                     cell["failure"] = failure.format(cell[field], right)
+
+
+def rank_with_noise(samples: dict) -> dict | None:
+    """Which of several candidates is lowest (faster, smaller), and whether beyond the noise.
+
+    samples: name -> the values of its repetitions (lower is better). Candidates are ranked by
+    their medians. The best is ahead of another *beyond the noise* when the two sets of
+    repetitions do not overlap at all: every run of the best is below every run of the other
+    (with 3 runs each, two allocators that are really equal do that by chance 1 time in 10;
+    with 5, 1 in 126). With fewer than two runs there is no spread to judge by.
+
+    Returns None without candidates, else {"best", "next" (the runner-up by median, None
+    alone), "margin_pct" (how much lower the best's median is than the next's, in percent of
+    the next's), "runs" (the fewest runs of a candidate), "judged" (False: too few runs to
+    tell), "clear" (the best is beyond the noise of every other), "tied" (the best and those
+    whose runs overlap the best's, by median)}."""
+    cands = {n: [v for v in vals if v is not None] for n, vals in samples.items()}
+    cands = {n: v for n, v in cands.items() if v}
+    if not cands:
+        return None
+    order = sorted(cands, key=lambda n: (statistics.median(cands[n]), n))
+    best = order[0]
+    runs = min(len(v) for v in cands.values())
+    judged = runs >= 2
+    top = max(cands[best])
+    tied = [best] + [n for n in order[1:] if min(cands[n]) <= top]
+    nxt = order[1] if len(order) > 1 else None
+    margin = None
+    if nxt is not None:
+        b, n = statistics.median(cands[best]), statistics.median(cands[nxt])
+        margin = 100.0 * (n - b) / n if n else None
+    return {"best": best, "next": nxt, "margin_pct": margin, "runs": runs, "judged": judged,
+            "clear": judged and len(tied) == 1, "tied": tied if judged else [best]}
