@@ -15,7 +15,7 @@
 
 enum {
   SLOTS = 1024,                   /* objects per thread */
-  OPS_PER_SCALE = 4000000,        /* replacements per thread per unit of scale */
+  OPS_PER_SCALE = 8000000,        /* replacements per thread per unit of scale */
   MAX_THREADS = 64,
 };
 

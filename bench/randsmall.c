@@ -4,7 +4,7 @@
  * (caches, interpreters' heaps, in-memory indexes): each of `threads` threads keeps a buffer of
  * SLOTS pointers and at each step checks and frees a random one and allocates a new object of
  * a random size skewed to small (mostly 8..256 bytes, 5% up to 4 KiB). The live set (about
- * 40 MB per thread) is bigger than the caches, so what it rewards is a short path on a cache
+ * 25 MB per thread) is bigger than the caches, so what it rewards is a short path on a cache
  * miss and objects that reuse the memory freed most recently.
  *
  * usage: randsmall [scale] [threads] [--quick]     operations grow linearly with scale
@@ -14,8 +14,8 @@
 #define USAGE "[scale] [threads] [--quick]"
 
 enum {
-  SLOTS = 400000,                 /* objects per thread */
-  OPS_PER_SCALE = 4000000,        /* replacements per thread per unit of scale */
+  SLOTS = 250000,                 /* objects per thread */
+  OPS_PER_SCALE = 3000000,        /* replacements per thread per unit of scale */
   MAX_THREADS = 64,
 };
 

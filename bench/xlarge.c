@@ -21,7 +21,7 @@
 enum {
   SLOTS_PER_THREAD = 1024,        /* the shared table: this many slots per thread */
   ROUNDS = 40,                    /* rounds of threads */
-  OPS_PER_SCALE = 4000000,        /* replacements per unit of scale, all threads together */
+  OPS_PER_SCALE = 8000000,        /* replacements per unit of scale, all threads together */
   BASE = 512,                     /* the base object size */
   MAX_THREADS = 64,
 };

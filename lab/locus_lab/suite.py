@@ -52,6 +52,17 @@ BENCH = (
           "the one before allocated"),
     Bench("bigbuf", [], 2.0, "5-25 MiB calloc'd buffers replaced at random, then filled"),
     Bench("batches", [], 1.5, "batches of 25..1600 same-size objects freed FIFO and LIFO"),
+    # Servers (issue 26's shapes): workers replaced by their own successors, large objects
+    # between threads, producers and consumers, thread-local arrays, a large random live set.
+    Bench("turnover", [], 0.6, "4 chains of workers; each creates its successor, hands it its "
+          "table of 8-1000 B objects and exits"),
+    Bench("xlarge", [], 0.6, "rounds of 4 threads passing objects up to ~5 MiB through a shared "
+          "table"),
+    Bench("prodcons", [], 1.0, "2 producers allocate small objects, 2 consumers free them"),
+    Bench("localarrays", [], 0.6, "2 threads replacing objects of 4 B-32 KiB in their own "
+          "1,024-slot arrays"),
+    Bench("randsmall", [], 0.7, "random replacements in a 250,000-object live set of small "
+          "objects"),
     # Like threads1, shown but left out of the geometric means: the threads2 loop again (and
     # means comparable with results made before them). results.many_thread relates them to
     # threads2.
