@@ -222,6 +222,8 @@ static COLD __attribute__((noreturn)) void free_not_object(const desc_t *d, cons
 static inline size_t huge_front(void);
 static inline char *huge_user(const desc_t *r);
 static inline void marker_free_remote(uintptr_t *mark, uintptr_t marker, const void *p, const char *call);
+static inline size_t marker_usable(const desc_t *d, const void *p, uintptr_t marker, const char *call);
+static inline bool memory_refused(heap_t *locked);
 
 /* ---- pagemgr.h: the page manager */
 /* macros: HEAP_FOR_EACH_RUN */
@@ -235,6 +237,7 @@ static bool pages_grow(heap_t *h, desc_t *r, size_t n);
 static void pages_policy_locked(heap_t *h, uint64_t now);
 static size_t pages_purge(heap_t *h, uint64_t older_than, size_t keep_pages);
 static size_t pages_purge_locked(heap_t *h, uint64_t older_than, size_t keep_pages);
+static void pages_unmap_free_segments_locked(heap_t *h);
 static inline unsigned run_bin(size_t n);
 static void run_clear(desc_t *r, size_t n);
 static void run_insert(pages_t *pm, desc_t *r, bool dirty, uint64_t when);

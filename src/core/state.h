@@ -133,6 +133,13 @@ static inline void marker_free_remote(uintptr_t *mark, uintptr_t marker, const v
   *mark = marker ^ REMOTE_MARK;
 }
 
+/* The usable size of p, an object of block d whose free objects hold `marker` in word 1 (the
+ * marker designs: lf, tp): the block's object size, or the report of a freed object. */
+static inline size_t marker_usable(const desc_t *d, const void *p, uintptr_t marker, const char *call) {
+  if (((const uintptr_t *)p)[1] == marker) locus_fatal(call, "pointer to a freed object", p);
+  return d->obj_size;
+}
+
 /* A thread that has no heap yet uses heap_empty: its lists are empty, so every allocation
  * takes the slow path, which gives the thread a real heap. */
 static heap_t heap_empty = { .d = DESIGN_EMPTY_HEAP };

@@ -332,8 +332,7 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
 
 static size_t design_usable(desc_t *d, const void *p, const char *call) {
   lf_check_object(d, p, call);
-  if (((const uintptr_t *)p)[1] == lf_marker(d, p)) locus_fatal(call, "pointer to a freed object", p);
-  return d->obj_size;
+  return marker_usable(d, p, lf_marker(d, p), call);
 }
 
 /* In place while the object still fits and is not more than twice the request. */

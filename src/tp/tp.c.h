@@ -285,8 +285,7 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
 
 static size_t design_usable(desc_t *d, const void *p, const char *call) {
   tp_index_checked(d, p, call);
-  if (((const uintptr_t *)p)[1] == tp_marker(d, p)) locus_fatal(call, "pointer to a freed object", p);
-  return d->obj_size;
+  return marker_usable(d, p, tp_marker(d, p), call);
 }
 
 /* In place while the object's class still fits and is not more than twice the request. */
