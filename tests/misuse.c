@@ -106,6 +106,19 @@ static void write_after_free(size_t size) {
   free(b);
 }
 
+/* The word just before a freed object inverted, then one allocation of the size (no churn: a
+ * program that goes on with one more object). The flagship reads the freed chunk's header at
+ * that allocation; a quarantine that holds the freed object must not hide it. */
+static void header_after_free(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  free(p);
+  ((uintptr_t *)opaque_ptr(p))[-1] ^= ~(uintptr_t)0;
+  char *q = malloc(size);
+  if (!q) _exit(4);
+  memset(q, 1, size);
+  sink = q[size - 1];
+}
+
 static void read_after_free(size_t size) {
   char *b, *a, *p = with_neighbours(size, &b, &a);
   free(p);
@@ -274,6 +287,7 @@ static const misuse_t cases[] = {
     SIZES("underflow1", underflow1, "?MCC", "?MCC", "CMCC", "MMCC", "MMMC"),
     SIZES("underflow32", underflow32, "?MCC", "?MCC", "CMCC", "MMCC", "MMCC"),
     SIZES("write_after_free", write_after_free, "M?MC", "??MC", "??CC", "MMCC", "MMCC"),
+    SIZES("header_after_free", header_after_free, "MMMM", "MMMM", "?MCC", "MMCM", "MMCC"),
     SIZES("read_after_free", read_after_free, "MMMM", "MMMM", "MMMM", "MMMM", "MMCC"),
     SIZES("realloc_after_free", realloc_after_free, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
     SIZES("delete_array_as_scalar", delete_array_as_scalar, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),

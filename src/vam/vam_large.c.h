@@ -70,9 +70,27 @@ static void chunk_split(heap_t *h, chunk_t *c, uint32_t want) {
   chunk_bin_insert(h, rest);
 }
 
+/* Mitigation QUARANTINE: the headers of the large chunks waiting in h's quarantine, checked at
+ * each large allocation. The flagship frees a chunk at once and reads its header at the next
+ * allocation that reaches it, so a header overwritten after the free is reported there; the
+ * quarantine holds the chunk back, and without this check it would hide the same overwrite
+ * until the chunk leaves the ring (the secure build catches what the flagship catches). */
+static void vam_quarantine_check_headers(heap_t *h) {
+  if (!mitigation(QUARANTINE)) return;
+  const vam_quarantined_t *ring = vam_quarantine_of(h)->ring;
+  for (unsigned i = 0; i < VAM_QUARANTINE; i++) {
+    const char *p = ring[i].p;
+    if (!p || ring[i].block) continue;   /* empty, or a slot of the free fast path's blocks */
+    const desc_t *d = desc_of_page(segment_of(p), p);
+    if ((d - d->back)->kind == KIND_VAM_LARGE && !chunk_valid((const chunk_t *)(p - CHUNK_HEADER)))
+      locus_fatal("malloc()", "corrupted large-object header", p);
+  }
+}
+
 static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
   if (h == &heap_empty && !(h = heap_acquire())) return alloc_failed();
   heap_collect(h);
+  vam_quarantine_check_headers(h);
   uint32_t want = (uint32_t)align_up(size + CHUNK_HEADER, 16);
   if (want < LARGE_MIN_CHUNK) want = LARGE_MIN_CHUNK;
   int b = bitmap2_find_from(&h->d.binmap, large_bin(want));
