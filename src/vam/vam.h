@@ -153,7 +153,12 @@ struct chunk {
 #define CHUNK_FLAGS     15u
 #define LARGE_MIN_CHUNK ((uint32_t)((VAM_MEDIUM_MAX + 1 + CHUNK_HEADER + 15) & ~15u))
 #define LARGE_MAX_CHUNK ((uint32_t)(VAM_LARGE_MAX + CHUNK_HEADER))
-#define LARGE_BINS      ((LARGE_MAX_CHUNK - LARGE_MIN_CHUNK) / 16 + 2)   /* + one for bigger */
+/* The smallest free chunk a split leaves: a header and the bin links. Free chunks below
+ * LARGE_MIN_CHUNK ("runts") hold no object; they wait in bin 0, which no allocation searches,
+ * until a neighbour's free merges them back (malloc(992) from a free 1,424-byte chunk keeps
+ * 1,008 bytes, not 1,424). */
+#define LARGE_MIN_SPLIT 64u
+#define LARGE_BINS      ((LARGE_MAX_CHUNK - LARGE_MIN_CHUNK) / 16 + 3)   /* + runts, + bigger */
 
 /* An entry of the secure build's quarantine: a freed object and, if it is a slot of a block
  * the free fast path serves, that block (its release then needs no lookup), else NULL. */

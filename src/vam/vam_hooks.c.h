@@ -228,7 +228,7 @@ static size_t design_check(heap_t *h) {
       bool prev_free = false;
       chunk_t *c = (chunk_t *)start;
       for (; (char *)c < end; c = chunk_next(c)) {
-        CHECK(chunk_valid(c) && c->prev_size == prev && chunk_size(c) >= LARGE_MIN_CHUNK);
+        CHECK(chunk_valid(c) && c->prev_size == prev && chunk_size(c) >= LARGE_MIN_SPLIT);
         if (!chunk_valid(c) || chunk_size(c) == 0) break;
         bool is_free = !(c->size & CHUNK_INUSE);
         CHECK(!(is_free && prev_free));

@@ -1,8 +1,12 @@
 /* vam_large.c.h — large objects (VAM_MEDIUM_MAX to VAM_LARGE_MAX): chunks with headers in
  * large areas, binned by size, split and coalesced (the DLmalloc-like part of Vam). */
 
+/* Bin 0: runts (free chunks too small for any large object); then one bin per 16 bytes; the
+ * last: anything bigger than the largest object's chunk (a free area's remainder). */
+_Static_assert(LARGE_BINS <= BITMAP_MAX_WORDS * 64, "the large bins' bitmap");
 static inline unsigned large_bin(uint32_t chunk_size) {
-  return chunk_size > LARGE_MAX_CHUNK ? LARGE_BINS - 1 : (chunk_size - LARGE_MIN_CHUNK) / 16;
+  if (chunk_size < LARGE_MIN_CHUNK) return 0;
+  return chunk_size > LARGE_MAX_CHUNK ? LARGE_BINS - 1 : (chunk_size - LARGE_MIN_CHUNK) / 16 + 1;
 }
 static inline uint32_t chunk_size(const chunk_t *c) { return c->size & ~CHUNK_FLAGS; }
 static inline chunk_t *chunk_next(chunk_t *c) { return (chunk_t *)((char *)c + chunk_size(c)); }
@@ -51,11 +55,12 @@ static chunk_t *large_area_new(heap_t *h) {
   return c;
 }
 
-/* Splits c (not in a bin, marked in use by the caller) to `want` bytes if the rest can hold
- * the smallest large object; the rest goes to its bin. */
+/* Splits c (not in a bin, marked in use by the caller) to `want` bytes if the rest can be a
+ * free chunk (LARGE_MIN_SPLIT: a runt if it is smaller than any large object); the rest goes
+ * to its bin. */
 static void chunk_split(heap_t *h, chunk_t *c, uint32_t want) {
   uint32_t have = chunk_size(c);
-  if (have - want < LARGE_MIN_CHUNK) return;
+  if (have - want < LARGE_MIN_SPLIT) return;
   chunk_t *rest = (chunk_t *)((char *)c + want);
   chunk_set(rest, want, have - want);
   chunk_next(rest)->prev_size = have - want;
