@@ -3,6 +3,9 @@
  *   reap_order      bump allocation inside a block, then the block's own free list (LIFO)
  *   front_move      a free into a full block moves it to the front of the available list
  *   coalescing      freed neighbouring large objects merge; best fit finds the merged chunk
+ *   split_runt      a large object placed in a bigger free chunk gives back a rest smaller
+ *                   than any large object (malloc(992) in a freed 1,408-byte hole keeps 992
+ *                   bytes), and the rest merges back when its neighbour is freed
  *   discard         empty blocks' pages leave RSS (mincore) after a purge, or at once under
  *                   LOCUS_DISCARD=immediate; pages inside a free large object too
  *   burst           RSS returns after a 200 MiB burst is freed and purged
@@ -142,6 +145,24 @@ static void t_coalescing(void) {
   free(part);
   free(rest);
   free(guard);
+}
+
+static void t_split_runt(void) {
+  /* A 1,408-byte hole between two objects in a fresh large area (sizes nothing else uses). */
+  char *before = malloc(616), *hole = malloc(1408), *after = malloc(616);
+  CHECKF(after - hole == 1424 && hole - before == 640, "not neighbours: %p %p %p", (void *)before, (void *)hole, (void *)after);
+  free(hole);
+  char *p = malloc(992);
+  CHECKF(p == hole, "the hole was not reused: %p, not %p", (void *)p, (void *)hole);
+  CHECK_EQ(malloc_usable_size(p), (size_t)992);   /* the 416-byte rest was split off */
+  /* The rest merges back: freeing p gives the whole hole again. */
+  free(p);
+  char *again = malloc(1408);
+  CHECKF(again == hole, "the rest did not merge back: %p, not %p", (void *)again, (void *)hole);
+  free(again);
+  free(before);
+  free(after);
+  CHECK(locus_check == NULL || locus_check() == 0);
 }
 
 static void t_discard(void) {
@@ -450,6 +471,7 @@ int main(int argc, char **argv) {
     { "reap_order", t_reap_order },
     { "front_move", t_front_move },
     { "coalescing", t_coalescing },
+    { "split_runt", t_split_runt },
     { "discard", t_discard },
     { "burst", t_burst },
     { "huge_cache", t_huge_cache },
