@@ -68,11 +68,13 @@ def cache_dir() -> Path:
 def built_or_compiled(built: Path, source: Path, what: str, flags: list,
                       libs: list = ()) -> Path:
     """The lab's C helpers (the tracer, the replay driver): `built` (by `make`) when it is at
-    least as new as `source`; otherwise `source` compiled with cc into the cache folder, keyed
-    by the source's hash, so an edited source is never run stale."""
-    if built.exists() and built.stat().st_mtime >= source.stat().st_mtime:
+    least as new as `source` and the headers beside it; otherwise `source` compiled with cc
+    into the cache folder, keyed by the hash of the source and those headers, so an edited
+    source is never run stale."""
+    files = [source, *sorted(source.parent.glob("*.h"))]
+    if built.exists() and built.stat().st_mtime >= max(f.stat().st_mtime for f in files):
         return built
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
     target = cache_dir() / f"{built.stem}-{digest}{built.suffix}"
     if target.exists():
         return target
