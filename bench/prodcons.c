@@ -80,15 +80,12 @@ static void *consumer(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  bench_threaded_t a = bench_threaded_args(argc, argv, "prodcons", USAGE, 2, MAX_PAIRS, OBJECTS_PER_SCALE);
-  long scale = a.scale;
-  int pairs = a.threads;
-  uint64_t objects = a.work;
+  const bench_threaded_t run = bench_threaded_args(argc, argv, "prodcons", USAGE, 2, MAX_PAIRS, OBJECTS_PER_SCALE);
 
-  pipe_t *q = bench_calloc((size_t)pairs, sizeof *q);
-  pthread_t *tid = bench_calloc(2 * (size_t)pairs, sizeof *tid);
-  for (int i = 0; i < pairs; i++) {
-    q[i].objects = bench_share(objects, pairs, i);
+  pipe_t *q = bench_calloc((size_t)run.threads, sizeof *q);
+  pthread_t *tid = bench_calloc(2 * (size_t)run.threads, sizeof *tid);
+  for (int i = 0; i < run.threads; i++) {
+    q[i].objects = bench_share(run.work, run.threads, i);
     q[i].index = i;
     bench_rng_seed(&q[i].rng, 0x9c0de + (uint64_t)i);
     if (pthread_create(&tid[2 * i], NULL, producer, &q[i]) != 0 ||
@@ -96,12 +93,12 @@ int main(int argc, char **argv) {
       bench_die("pthread_create failed");
   }
   uint64_t sum = 0;
-  for (int i = 0; i < 2 * pairs; i++)
+  for (int i = 0; i < 2 * run.threads; i++)
     if (pthread_join(tid[i], NULL) != 0) bench_die("pthread_join failed");
-  for (int i = 0; i < pairs; i++) sum = bench_fold(sum, q[i].sum);
+  for (int i = 0; i < run.threads; i++) sum = bench_fold(sum, q[i].sum);
   free(tid);
   free(q);
-  printf("prodcons: scale=%ld pairs=%d objects=%llu checksum=%016llx\n", scale, pairs,
-         (unsigned long long)objects, (unsigned long long)sum);
+  printf("prodcons: scale=%ld pairs=%d objects=%llu checksum=%016llx\n", run.scale, run.threads,
+         (unsigned long long)run.work, (unsigned long long)sum);
   return 0;
 }

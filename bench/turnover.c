@@ -73,33 +73,30 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  bench_threaded_t a = bench_threaded_args(argc, argv, "turnover", USAGE, 4, MAX_CHAINS, OPS_PER_SCALE);
-  long scale = a.scale;
-  int chains = a.threads;
-  uint64_t ops = a.work;
+  const bench_threaded_t run = bench_threaded_args(argc, argv, "turnover", USAGE, 4, MAX_CHAINS, OPS_PER_SCALE);
 
   bench_done_queue done;
-  bench_done_init(&done, chains);
-  chain_t *c = bench_calloc((size_t)chains, sizeof *c);
-  for (int i = 0; i < chains; i++) {
+  bench_done_init(&done, run.threads);
+  chain_t *c = bench_calloc((size_t)run.threads, sizeof *c);
+  for (int i = 0; i < run.threads; i++) {
     bench_rng_seed(&c[i].rng, 0x70e0e5 + (uint64_t)i);
-    c[i].ops_per_worker = bench_share(ops, chains, i) / GENERATIONS;
+    c[i].ops_per_worker = bench_share(run.work, run.threads, i) / GENERATIONS;
     c[i].done = &done;
     c[i].seat = i;
     pthread_t t;   /* joined by its successor, like every worker but the last */
     if (pthread_create(&t, NULL, worker, &c[i]) != 0) bench_die("pthread_create failed");
   }
   uint64_t sum = 0, total = 0;
-  for (int n = 0; n < chains; n++) {
+  for (int n = 0; n < run.threads; n++) {
     int i = bench_done_wait(&done);
     if (pthread_join(c[i].predecessor, NULL) != 0) bench_die("pthread_join failed");
   }
-  for (int i = 0; i < chains; i++) {
+  for (int i = 0; i < run.threads; i++) {
     sum = bench_fold(sum, c[i].sum);
     total += c[i].ops_per_worker * GENERATIONS;
   }
   free(c);
-  printf("turnover: scale=%ld chains=%d generations=%d ops=%llu checksum=%016llx\n", scale, chains,
+  printf("turnover: scale=%ld chains=%d generations=%d ops=%llu checksum=%016llx\n", run.scale, run.threads,
          GENERATIONS, (unsigned long long)total, (unsigned long long)sum);
   return 0;
 }

@@ -84,22 +84,19 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  bench_threaded_t a = bench_threaded_args(argc, argv, "xlarge", USAGE, 4, MAX_THREADS, OPS_PER_SCALE);
-  long scale = a.scale;
-  int threads = a.threads;
-  uint64_t ops = a.work;
+  const bench_threaded_t run = bench_threaded_args(argc, argv, "xlarge", USAGE, 4, MAX_THREADS, OPS_PER_SCALE);
 
-  shared_t table = { .nslots = (size_t)threads * SLOTS_PER_THREAD };
+  shared_t table = { .nslots = (size_t)run.threads * SLOTS_PER_THREAD };
   table.slot = bench_calloc(table.nslots, sizeof *table.slot);
-  task_t *task = bench_calloc((size_t)threads, sizeof *task);
+  task_t *task = bench_calloc((size_t)run.threads, sizeof *task);
   uint64_t allocated = 0, freed = 0, done = 0;
   for (int round = 0; round < ROUNDS; round++) {
-    for (int i = 0; i < threads; i++) {
-      task[i] = (task_t){ .table = &table, .ops = bench_share(bench_share(ops, ROUNDS, round), threads, i) };
+    for (int i = 0; i < run.threads; i++) {
+      task[i] = (task_t){ .table = &table, .ops = bench_share(bench_share(run.work, ROUNDS, round), run.threads, i) };
       bench_rng_seed(&task[i].rng, 0x1a26e + (uint64_t)round * MAX_THREADS + (uint64_t)i);
     }
-    bench_run_threads(threads, worker, task, sizeof *task);
-    for (int i = 0; i < threads; i++) {
+    bench_run_threads(run.threads, worker, task, sizeof *task);
+    for (int i = 0; i < run.threads; i++) {
       allocated += task[i].allocated;
       freed += task[i].freed;
       done += task[i].ops;
@@ -114,8 +111,8 @@ int main(int argc, char **argv) {
                                     (unsigned long long)freed);
   free(task);
   free(table.slot);
-  printf("xlarge: scale=%ld threads=%d rounds=%d ops=%llu bytes=%llu checksum=%016llx\n", scale,
-         threads, ROUNDS, (unsigned long long)done, (unsigned long long)allocated,
+  printf("xlarge: scale=%ld threads=%d rounds=%d ops=%llu bytes=%llu checksum=%016llx\n", run.scale,
+         run.threads, ROUNDS, (unsigned long long)done, (unsigned long long)allocated,
          (unsigned long long)bench_mix(allocated));
   return 0;
 }

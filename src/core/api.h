@@ -165,31 +165,34 @@ LOCUS_API const char *locus_variant(void) { return LOCUS_VARIANT; }
 
 /* Purges every heap: the caller's own directly, abandoned ones under their lock, and other
  * live threads' heaps are left to their owners (their lists are not ours to touch). */
+/* h's free pages given back. After a refusal also its wholly free segments, a heap's last
+ * one too, and its lock is only tried: the caller may hold another heap's page lock. */
+static void purge_pages(heap_t *h, bool refused) {
+  if (!refused) {
+    pages_purge(h, UINT64_MAX, 0);
+  } else if (lock_try(&h->pages_lock)) {
+    pages_purge_locked(h, UINT64_MAX, 0);
+    pages_unmap_free_segments_locked(h);
+    lock_release(&h->pages_lock);
+  }
+}
+
 /* Gives back what the heaps keep for reuse: the calling thread's heap (collected, the design's
  * cached blocks, its kept runs, its free pages), the heap of huge runs, the heaps of exited
- * threads that no thread has adopted, and the huge-object pool. After a refusal (`refused`),
- * other heaps' locks are only tried (the caller may hold the page lock of `locked`, whose pages
- * alone are purged, under that lock) and wholly free segments are unmapped, a heap's last one
- * too. */
+ * threads that no thread has adopted, and the huge-object pool. After a refusal (`refused`)
+ * the caller may hold the page lock of `locked`, whose pages alone are purged, under that
+ * lock, and whose design state is left alone. */
 static void purge_heaps(heap_t *locked, bool refused) {
   heap_t *me = tl_heap;
   if (me != &heap_empty && me != locked) {
     heap_collect(me);
     design_purge(me);
     heap_release_kept_runs(me);
-    pages_purge(me, UINT64_MAX, 0);
-    if (refused && lock_try(&me->pages_lock)) {
-      pages_unmap_free_segments_locked(me);
-      lock_release(&me->pages_lock);
-    }
+    purge_pages(me, refused);
   }
   if (huge_heap && huge_heap != locked) {
     huge_run_quarantine_flush(huge_heap);
-    pages_purge(huge_heap, UINT64_MAX, 0);
-    if (refused && lock_try(&huge_heap->pages_lock)) {
-      pages_unmap_free_segments_locked(huge_heap);
-      lock_release(&huge_heap->pages_lock);
-    }
+    purge_pages(huge_heap, refused);
   }
   if (locked) {
     pages_purge_locked(locked, UINT64_MAX, 0);
@@ -201,13 +204,7 @@ static void purge_heaps(heap_t *locked, bool refused) {
     if (atomic_load(&h->state) == HEAP_ABANDONED) {
       heap_collect(h);
       design_purge(h);
-      if (!refused) {
-        pages_purge(h, UINT64_MAX, 0);
-      } else if (lock_try(&h->pages_lock)) {
-        pages_purge_locked(h, UINT64_MAX, 0);
-        pages_unmap_free_segments_locked(h);
-        lock_release(&h->pages_lock);
-      }
+      purge_pages(h, refused);
     }
     lock_release(&h->lock);
   }
