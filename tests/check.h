@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "locus.h"
@@ -239,6 +241,23 @@ static TEST_UNUSED size_t test_rss(void) {
   if (fscanf(f, "%lu %lu", &size, &res) != 2) res = 0;
   fclose(f);
   return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Limits the process's address space (RLIMIT_AS) to what it has mapped now (VmSize) plus
+ * `above` bytes. Reads /proc with open/read, not stdio, so that nothing allocates: a process
+ * in which nothing has allocated yet may call it. False if the limit could not be set. */
+static TEST_UNUSED bool test_limit_address_space(size_t above) {
+  char buf[4096];
+  int fd = open("/proc/self/status", O_RDONLY);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  char *v = strstr(buf, "VmSize:");
+  if (!v) return false;
+  rlim_t limit = ((rlim_t)strtoul(v + 7, NULL, 10) << 10) + above;
+  struct rlimit rl = { limit, limit };
+  return setrlimit(RLIMIT_AS, &rl) == 0;
 }
 
 /* ---- deterministic random numbers -------------------------------------------------------- */

@@ -1005,16 +1005,7 @@ static void t_tiny_data_not_link(void) {
  * is mapped) must work: the allocator's first reservation falls back to smaller mappings.
  * Run in a fresh process (exec) in which nothing has allocated yet. */
 static int rlimit_child(void) {
-  char buf[4096];
-  int fd = open("/proc/self/status", O_RDONLY);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-  if (n <= 0) return 3;
-  buf[n] = 0;
-  char *v = strstr(buf, "VmSize:");
-  if (!v) return 3;
-  rlim_t limit = ((rlim_t)strtoul(v + 7, NULL, 10) << 10) + (6u << 20);
-  struct rlimit rl = { limit, limit };
-  if (setrlimit(RLIMIT_AS, &rl) != 0) return 3;
+  if (!test_limit_address_space(6u << 20)) return 3;
   char *p = malloc(256);
   if (!p) return 1;
   memset(p, 1, 256);
@@ -1044,16 +1035,7 @@ static void t_rlimit_exhaust(void) {
   pid_t pid = fork();
   CHECK(pid >= 0);
   if (pid == 0) {
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (n <= 0) _exit(3);
-    buf[n] = 0;
-    char *v = strstr(buf, "VmSize:");
-    if (!v) _exit(3);
-    rlim_t limit = ((rlim_t)strtoul(v + 7, NULL, 10) << 10) + (64u << 20);
-    struct rlimit rl = { limit, limit };
-    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    if (!test_limit_address_space(64u << 20)) _exit(3);
     static const size_t sizes[] = {24, 200, 3000, 40000, 600000, 3 << 20};
     enum { MAX = 1 << 20 };
     static void *objs[MAX];

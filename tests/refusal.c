@@ -27,24 +27,6 @@ static void *objs[MAX_OBJECTS];
 static size_t nobjs;
 static pthread_mutex_t objs_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The child's address space now, in bytes (VmSize), or 0. */
-static size_t vm_size(void) {
-  char buf[4096];
-  FILE *f = fopen("/proc/self/status", "r");
-  size_t kib = 0;
-  if (!f) return 0;
-  while (fgets(buf, sizeof buf, f))
-    if (!strncmp(buf, "VmSize:", 7)) kib = strtoul(buf + 7, NULL, 10);
-  fclose(f);
-  return kib << 10;
-}
-
-static bool limit_address_space(size_t above) {
-  size_t now = vm_size();
-  struct rlimit rl = { now + above, now + above };
-  return now && setrlimit(RLIMIT_AS, &rl) == 0;
-}
-
 /* Allocates objects of the sizes in turn until one fails; returns false if a failure came
  * without ENOMEM. The objects go to objs (under its lock: threads share it). */
 static bool fill(const size_t *sizes, size_t nsizes) {
@@ -92,7 +74,7 @@ static const size_t many_sizes[] = { 24, 200, 1000, 3000, 40000, 600000, 3 << 20
 /* Exit statuses of a child: 3 no limit, 4 NULL without ENOMEM, 5 nothing allocated, 6 the
  * array could not grow, 7 the big buffer failed, 8 a thread failed. */
 static int child_grow(const size_t *sizes, size_t n) {
-  if (!limit_address_space((size_t)LIMIT_MB << 20)) return 3;
+  if (!test_limit_address_space((size_t)LIMIT_MB << 20)) return 3;
   if (!fill(sizes, n)) return 4;
   if (!nobjs) return 5;
   free_all();
@@ -105,7 +87,7 @@ static void *thread_fill(void *arg) {
 }
 
 static int child_threads(void) {
-  if (!limit_address_space((size_t)LIMIT_MB << 20)) return 3;
+  if (!test_limit_address_space((size_t)LIMIT_MB << 20)) return 3;
   /* Small stacks: the C library keeps the stacks of joined threads for reuse, and 8 MiB ones
    * would take most of the limit. */
   pthread_attr_t attr;
