@@ -169,6 +169,22 @@ A make_alloc(locus::hint_cursor &cursor) {
 
 // Objects that come and go around the structure: per call, one of `same` bytes (the node's
 // size) and one of 16-256 bytes, each freed `window` allocations later (first in, first out).
+// A stamped object of n bytes (its first word says its size), and its check and free: the
+// noise the workloads allocate around their structures.
+std::pair<void *, size_t> stamped_new(size_t n) {
+  void *p = std::malloc(n);
+  if (!p) die("malloc returned NULL");
+  *static_cast<uint64_t *>(p) = (uint64_t)n * 0x100000001b3ull;
+  add_live(n);
+  return {p, n};
+}
+
+void stamped_free(const std::pair<void *, size_t> &e, const char *overwritten) {
+  if (*static_cast<uint64_t *>(e.first) != (uint64_t)e.second * 0x100000001b3ull) die(overwritten);
+  std::free(e.first);
+  live_bytes -= e.second;
+}
+
 struct temporaries {
   std::vector<std::pair<void *, size_t>> ring;
   size_t next = 0;
@@ -179,18 +195,8 @@ struct temporaries {
   }
   void one(size_t n) {
     auto &e = ring[next];
-    if (e.first) {
-      // the temporary's stamp must have survived
-      if (*static_cast<uint64_t *>(e.first) != (uint64_t)e.second * 0x100000001b3ull)
-        die("a temporary was overwritten");
-      std::free(e.first);
-      live_bytes -= e.second;
-    }
-    e.first = std::malloc(n);
-    if (!e.first) die("malloc returned NULL");
-    *static_cast<uint64_t *>(e.first) = (uint64_t)n * 0x100000001b3ull;
-    e.second = n;
-    add_live(n);
+    if (e.first) stamped_free(e, "a temporary was overwritten");
+    e = stamped_new(n);
     next = (next + 1) % ring.size();
   }
   void step(size_t same) {
@@ -207,27 +213,17 @@ struct noise_pool {
   rng r{0xc0ffee};
   size_t same;
   noise_pool(size_t slots, size_t same_size) : slot(slots, {nullptr, 0}), same(same_size) {
-    for (auto &e : slot) fill(e);
+    for (auto &e : slot) e = stamped_new(size());
   }
   ~noise_pool() {
     for (auto &e : slot) std::free(e.first);
   }
-  void fill(std::pair<void *, size_t> &e) {
-    size_t n = r.below(2) ? same : 16 + r.below(241);
-    e.first = std::malloc(n);
-    if (!e.first) die("malloc returned NULL");
-    *static_cast<uint64_t *>(e.first) = (uint64_t)n * 0x100000001b3ull;
-    e.second = n;
-    add_live(n);
-  }
+  size_t size() { return r.below(2) ? same : 16 + r.below(241); }
   void ops(size_t count) {
     for (size_t i = 0; i < count; i++) {
       auto &e = slot[r.below(slot.size())];
-      if (*static_cast<uint64_t *>(e.first) != (uint64_t)e.second * 0x100000001b3ull)
-        die("a noise object was overwritten");
-      std::free(e.first);
-      live_bytes -= e.second;
-      fill(e);
+      stamped_free(e, "a noise object was overwritten");
+      e = stamped_new(size());
     }
   }
 };

@@ -177,6 +177,13 @@ static void unwind_set_reg(unwind_rule_t *r, uint64_t reg, unsigned ra_reg, bool
   else if (reg == ra_reg) r->ra_ok = saved && off == -8;
 }
 
+/* CFA_restore: reg back to the CIE's rule `init` (none while the CIE itself runs). */
+static void unwind_restore_reg(unwind_rule_t *r, const unwind_rule_t *init, uint64_t reg, unsigned ra_reg) {
+  if (!init) return;
+  if (reg == UNWIND_RBP) { r->rbp_saved = init->rbp_saved; r->rbp_off = init->rbp_off; }
+  else if (reg == ra_reg) r->ra_ok = init->ra_ok;
+}
+
 /* Runs the call-frame instructions [p, end) from address loc up to and including pc. `init`
  * is the CIE's rule (CFA_restore's target); NULL while running the CIE itself. */
 static void unwind_run(unwind_rule_t *r, const unwind_rule_t *init, const uint8_t *p, const uint8_t *end,
@@ -191,9 +198,7 @@ static void unwind_run(unwind_rule_t *r, const unwind_rule_t *init, const uint8_
     switch (op >> 6) {
     case 1: delta = (op & 0x3F) * code_align; break;                                   /* advance_loc */
     case 2: unwind_set_reg(r, op & 0x3F, ra_reg, true, (int64_t)unwind_uleb(&p, end) * data_align); continue;
-    case 3: if (init) unwind_set_reg(r, op & 0x3F, ra_reg, (op & 0x3F) == UNWIND_RBP ? init->rbp_saved : init->ra_ok,
-                                     (op & 0x3F) == UNWIND_RBP ? init->rbp_off : -8);
-            continue;                                                                   /* restore */
+    case 3: unwind_restore_reg(r, init, op & 0x3F, ra_reg); continue;                 /* restore */
     default:
       switch (op) {
       case CFA_nop: continue;
@@ -205,10 +210,7 @@ static void unwind_run(unwind_rule_t *r, const unwind_rule_t *init, const uint8_
         unwind_set_reg(r, reg, ra_reg, true, (int64_t)unwind_uleb(&p, end) * data_align); continue;
       case CFA_offset_extended_sf: reg = unwind_uleb(&p, end);
         unwind_set_reg(r, reg, ra_reg, true, unwind_sleb(&p, end) * data_align); continue;
-      case CFA_restore_extended: reg = unwind_uleb(&p, end);
-        if (init) unwind_set_reg(r, reg, ra_reg, reg == UNWIND_RBP ? init->rbp_saved : init->ra_ok,
-                                 reg == UNWIND_RBP ? init->rbp_off : -8);
-        continue;
+      case CFA_restore_extended: unwind_restore_reg(r, init, unwind_uleb(&p, end), ra_reg); continue;
       case CFA_undefined: case CFA_same_value: reg = unwind_uleb(&p, end);
         unwind_set_reg(r, reg, ra_reg, false, 0); continue;
       case CFA_register: reg = unwind_uleb(&p, end); unwind_uleb(&p, end);
