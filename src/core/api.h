@@ -172,7 +172,7 @@ static void purge_pages(heap_t *h, bool refused) {
     pages_purge(h, UINT64_MAX, 0);
   } else if (lock_try(&h->pages_lock)) {
     pages_purge_locked(h, UINT64_MAX, 0);
-    pages_unmap_free_segments_locked(h);
+    pages_unmap_free_segments_locked(h, 0);
     lock_release(&h->pages_lock);
   }
 }
@@ -196,7 +196,7 @@ static void purge_heaps(heap_t *locked, bool refused) {
   }
   if (locked) {
     pages_purge_locked(locked, UINT64_MAX, 0);
-    pages_unmap_free_segments_locked(locked);
+    pages_unmap_free_segments_locked(locked, 0);
   }
   lock_acquire(&registry_lock);
   for (heap_t *h = registry; h; h = h->next_all) {

@@ -237,7 +237,7 @@ static bool pages_grow(heap_t *h, desc_t *r, size_t n);
 static void pages_policy_locked(heap_t *h, uint64_t now);
 static size_t pages_purge(heap_t *h, uint64_t older_than, size_t keep_pages);
 static size_t pages_purge_locked(heap_t *h, uint64_t older_than, size_t keep_pages);
-static void pages_unmap_free_segments_locked(heap_t *h);
+static void pages_unmap_free_segments_locked(heap_t *h, size_t keep);
 static inline unsigned run_bin(size_t n);
 static void run_clear(desc_t *r, size_t n);
 static void run_insert(pages_t *pm, desc_t *r, bool dirty, uint64_t when);

@@ -202,6 +202,16 @@ static void pages_purge_run(heap_t *h, desc_t *r) {
   os_discard(desc_start(r), desc_bytes(r));
 }
 
+/* Unmaps h's wholly free segments while more than `keep` segments remain (1 on a full purge;
+ * 0 after the OS refused memory: the last one goes too). Caller holds h->pages_lock. */
+static void pages_unmap_free_segments_locked(heap_t *h, size_t keep) {
+  for (segment_t *s = h->pages.segments, *next; s && h->pages.nsegments > keep; s = next) {
+    next = s->next;
+    desc_t *r = &s->desc[s->first];
+    if (r->kind == KIND_FREE && run_is_whole_segment(r)) segment_destroy(h, s);
+  }
+}
+
 /* Discards the oldest dirty runs while more than `keep_pages` dirty pages remain and the
  * oldest was freed before `older_than` (UINT64_MAX: whatever its age). Returns the bytes
  * given back. Caller holds h->pages_lock (pages_purge below). */
@@ -211,23 +221,8 @@ static size_t pages_purge_locked(heap_t *h, uint64_t older_than, size_t keep_pag
   while (pm->dirty_oldest && pm->dirty_pages > keep_pages && pm->dirty_oldest->u.run.freed_ms < older_than)
     pages_purge_run(h, pm->dirty_oldest);
   /* On a full purge, wholly free clean segments beyond the first go back too. */
-  for (segment_t *s = pm->segments, *next; s && pm->nsegments > 1; s = next) {
-    next = s->next;
-    desc_t *r = &s->desc[s->first];
-    if (r->kind == KIND_FREE && run_is_whole_segment(r) && keep_pages == 0 && older_than == UINT64_MAX)
-      segment_destroy(h, s);
-  }
+  if (keep_pages == 0 && older_than == UINT64_MAX) pages_unmap_free_segments_locked(h, 1);
   return atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed) - before;
-}
-
-/* Unmaps every wholly free segment of h, its last one too (after the OS refused memory).
- * Caller holds h->pages_lock. */
-static void pages_unmap_free_segments_locked(heap_t *h) {
-  for (segment_t *s = h->pages.segments, *next; s; s = next) {
-    next = s->next;
-    desc_t *r = &s->desc[s->first];
-    if (r->kind == KIND_FREE && run_is_whole_segment(r)) segment_destroy(h, s);
-  }
 }
 
 static size_t pages_purge(heap_t *h, uint64_t older_than, size_t keep_pages) {
