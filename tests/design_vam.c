@@ -4,7 +4,7 @@
  *   front_move      a free into a full block moves it to the front of the available list
  *   coalescing      freed neighbouring large objects merge; best fit finds the merged chunk
  *   split_runt      a large object placed in a bigger free chunk gives back a rest smaller
- *                   than any large object (malloc(992) in a freed 1,408-byte hole keeps 992
+ *                   than any large object (malloc(1392) in a freed 1,808-byte hole keeps 1,392
  *                   bytes), and the rest merges back when its neighbour is freed
  *   discard         empty blocks' pages leave RSS (mincore) after a purge, or at once under
  *                   LOCUS_DISCARD=immediate; pages inside a free large object too
@@ -138,9 +138,9 @@ static void t_coalescing(void) {
   CHECKF(big == a, "merged chunk not found: got %p, expected %p", (void *)big, (void *)a);
   /* Splitting: a small large request takes the front of a bigger free chunk. */
   free(big);
-  char *part = malloc(1000);
+  char *part = malloc(2000);
   CHECK(part == a);
-  char *rest = malloc(1000);
+  char *rest = malloc(2000);
   CHECKF(rest > part && rest < guard, "split remainder not reused");
   free(part);
   free(rest);
@@ -148,16 +148,16 @@ static void t_coalescing(void) {
 }
 
 static void t_split_runt(void) {
-  /* A 1,408-byte hole between two objects in a fresh large area (sizes nothing else uses). */
-  char *before = malloc(616), *hole = malloc(1408), *after = malloc(616);
-  CHECKF(after - hole == 1424 && hole - before == 640, "not neighbours: %p %p %p", (void *)before, (void *)hole, (void *)after);
+  /* A 1,808-byte hole between two objects in a fresh large area (sizes nothing else uses). */
+  char *before = malloc(1240), *hole = malloc(1808), *after = malloc(1240);
+  CHECKF(after - hole == 1824 && hole - before == 1264, "not neighbours: %p %p %p", (void *)before, (void *)hole, (void *)after);
   free(hole);
-  char *p = malloc(992);
+  char *p = malloc(1392);
   CHECKF(p == hole, "the hole was not reused: %p, not %p", (void *)p, (void *)hole);
-  CHECK_EQ(malloc_usable_size(p), (size_t)992);   /* the 416-byte rest was split off */
+  CHECK_EQ(malloc_usable_size(p), (size_t)1392);   /* the 416-byte rest was split off */
   /* The rest merges back: freeing p gives the whole hole again. */
   free(p);
-  char *again = malloc(1408);
+  char *again = malloc(1808);
   CHECKF(again == hole, "the rest did not merge back: %p, not %p", (void *)again, (void *)hole);
   free(again);
   free(before);

@@ -48,11 +48,12 @@ static NOINLINE void free_outside_segments(void *p, unsigned g, const char *call
   errno = saved;
 }
 
-static NOINLINE void free_foreign_heap(heap_t *h, void *p, const char *call) {
-  desc_t *d = desc_head(segment_of(p), p);
+static NOINLINE void free_foreign_heap(heap_t *h, desc_t *page, void *p, const char *call) {
+  if (design_keep_foreign(tl_heap, page, p, call)) return;
+  desc_t *d = page - page->back;
   if (d->kind == KIND_FREE) free_not_object(d, p, call);
   if (kind_is_region(d->kind)) { region_free_queued(d, p, call); return; }
-  if (!design_keep_foreign(tl_heap, d, p, call)) heap_free_remote(h, d, p, call);
+  heap_free_remote(h, d, p, call);
 }
 
 static ALWAYS_INLINE void free_impl(void *p, const char *call) {
@@ -60,8 +61,9 @@ static ALWAYS_INLINE void free_impl(void *p, const char *call) {
   if (likely(g == GRANULE_SEGMENT)) {
     segment_t *s = segment_of(p);
     heap_t *h = s->heap;
-    if (likely(h == tl_heap)) design_free(h, desc_of_page(s, p), p, call);
-    else free_foreign_heap(h, p, call);
+    desc_t *page = desc_of_page(s, p);
+    if (likely(h == tl_heap)) design_free(h, page, p, call);
+    else free_foreign_heap(h, page, p, call);
   } else {
     free_outside_segments(p, g, call);
   }

@@ -92,10 +92,11 @@ static ALWAYS_INLINE void *design_alloc_ra(heap_t *h, size_t size, bool zero, ui
   return design_alloc(h, size, zero);
 }
 #endif
-/* A free by the owner of heap me of p, which block d of another heap holds: the design may
- * keep it for me's own reuse (true; it must then give it back to its owner from
- * design_release_spares) or let it go home through the owner's remote stack (false).
- * Default: always home. */
+/* A free by the owner of heap me of p, which another heap holds (d: the descriptor of p's
+ * page, any kind, read without the owner's lock): the design may keep it for me's own reuse
+ * (true; it must then give it back to its owner from design_release_spares) or let it go home
+ * through the owner's remote stack (false; the core then checks what p is). Default: always
+ * home. */
 static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call);
 #if !DESIGN_HAS_KEEP_FOREIGN
 static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {

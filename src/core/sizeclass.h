@@ -52,6 +52,12 @@ __attribute__((unused)) static void sizeclass_two_steps(sizeclass_table_t *t, si
   sizeclass_finish(t);
 }
 
+/* More classes after a table's last: `step` apart up to `max`. */
+__attribute__((unused)) static void sizeclass_extend(sizeclass_table_t *t, size_t step, size_t max) {
+  for (size_t s = t->max + step; s <= max; s += step) sizeclass_add(t, s);
+  sizeclass_finish(t);
+}
+
 /* Classes `step` apart up to `max`, preceded by an 8-byte class when step > 8. */
 __attribute__((unused)) static void sizeclass_linear(sizeclass_table_t *t, size_t step, size_t max) {
   sizeclass_two_steps(t, 8, 8, step, step, max);

@@ -3,8 +3,11 @@
  * Size categories (tunable constants below):
  *   small   <= 127 B   page blocks of one page, one size class each; classes 8 B apart, slots
  *                      rounded up to the quantum (24 and 32 B: both 32-byte slots, own blocks)
- *   medium  128-496 B  page blocks of four pages
- *   large   497 B-32 KiB  boundary-tagged chunks in shared 20-page large areas, best fit through
+ *   medium  128-1024 B page blocks of four pages; classes 16 B apart to 512 B, then 64 B apart
+ *                      (the paper's blocks end at 496 B; objects of 0.5-1 KiB, half of what a
+ *                      server's workers allocate in bench/turnover, cost three times as much in
+ *                      boundary-tagged chunks: headers, bins, merging)
+ *   large   1025 B-32 KiB  boundary-tagged chunks in shared 20-page large areas, best fit through
  *                      an indexed free-list table (one exact bin per 16 B, a bitmap over bins)
  *   huge    > 32 KiB   runs of pages / own mappings (core, huge.h, osobj.h)
  *
@@ -48,12 +51,14 @@
 #define LOCUS_VAM_H
 
 #define VAM_SMALL_LIMIT   128      /* objects below this live in 1-page blocks */
-#define VAM_MEDIUM_MAX    496      /* largest object in a page block */
+#define VAM_MEDIUM_FINE   512      /* medium classes a quantum apart up to here, then: */
+#define VAM_MEDIUM_STEP   64       /* classes this far apart */
+#define VAM_MEDIUM_MAX    1024     /* largest object in a page block */
 #define VAM_LARGE_MAX     32768    /* largest object in a large area */
 #define VAM_SMALL_PAGES   1
 #define VAM_MEDIUM_PAGES  4
 #define VAM_AREA_PAGES  20
-#define VAM_SITE_GROUPS   6        /* vam-sites: class groups (0 for cold sites, 5 hot) */
+#define VAM_SITE_GROUPS   5        /* vam-sites: class groups (0 for cold sites, 4 hot) */
 #define VAM_SITE_BITS     10       /* vam-sites: a heap's table of call sites, 2^10 slots */
 #define VAM_CACHE_BLOCKS  16       /* empty blocks a heap keeps aside, per block size */
 
@@ -83,7 +88,10 @@
 static const bool cfg_sites = LOCUS_VAM_SITES;
 /* Class indexes: the size classes, and in vam-sites VAM_SITE_GROUPS copies of them, group g's
  * class c at g * (number of size classes) + c. */
-#define VAM_MAX_CLASSES (LOCUS_VAM_SITES ? 40 * VAM_SITE_GROUPS : 64)
+#define VAM_CLASSES (VAM_SMALL_LIMIT / 8 + (VAM_MEDIUM_FINE - VAM_SMALL_LIMIT) / LOCUS_QUANTUM + 1 + \
+                     (VAM_MEDIUM_MAX - VAM_MEDIUM_FINE) / VAM_MEDIUM_STEP)   /* at most */
+#define VAM_MAX_CLASSES (LOCUS_VAM_SITES ? VAM_CLASSES * VAM_SITE_GROUPS : VAM_CLASSES)
+_Static_assert(VAM_MAX_CLASSES <= 256, "class indexes are 8-bit");
 
 static const bool cfg_small_headers = LOCUS_VAM_SMALL_HEADERS;
 static const bool cfg_block_bitmap = LOCUS_VAM_BITMAP;
@@ -155,8 +163,8 @@ struct chunk {
 #define LARGE_MAX_CHUNK ((uint32_t)(VAM_LARGE_MAX + CHUNK_HEADER))
 /* The smallest free chunk a split leaves: a header and the bin links. Free chunks below
  * LARGE_MIN_CHUNK ("runts") hold no object; they wait in bin 0, which no allocation searches,
- * until a neighbour's free merges them back (malloc(992) from a free 1,424-byte chunk keeps
- * 1,008 bytes, not 1,424). */
+ * until a neighbour's free merges them back (malloc(1392) from a free 1,824-byte chunk keeps
+ * 1,408 bytes, not 1,824). */
 #define LARGE_MIN_SPLIT 64u
 #define LARGE_BINS      ((LARGE_MAX_CHUNK - LARGE_MIN_CHUNK) / 16 + 3)   /* + runts, + bigger */
 

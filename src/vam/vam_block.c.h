@@ -25,17 +25,18 @@ static inline uint64_t vam_mix(uint64_t z) {
 static void design_global_init(void) {
   /* Small requests are segregated 8 bytes apart, as in the paper (so 24- and 32-byte objects,
    * or 40- and 48-byte ones, never share a block), in slots rounded up to the quantum (so
-   * every object of 16 bytes or more is 16-aligned); medium classes are a quantum apart. The
+   * every object of 16 bytes or more is 16-aligned); medium classes are a quantum apart, and
+   * VAM_MEDIUM_STEP apart above VAM_MEDIUM_FINE (as coarse as 1/9 of the size there). The
    * secure build has no 8-byte class: every slot holds a link and a marker word (the free fast
    * path's checks and the quarantine's poison need them). */
-  sizeclass_two_steps(&vam_classes, cfg_vam_hardened ? 16 : 8, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_MAX);
-  vam_nclasses = vam_classes.count;
+  sizeclass_two_steps(&vam_classes, cfg_vam_hardened ? 16 : 8, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_FINE);
+  sizeclass_extend(&vam_classes, VAM_MEDIUM_STEP, VAM_MEDIUM_MAX);
+  vam_nclasses = vam_classes.count * (cfg_sites ? VAM_SITE_GROUPS : 1);
+  if (vam_nclasses > VAM_MAX_CLASSES) {
+    locus_printf(2, "locus: vam: %u class indexes do not fit\n", vam_nclasses);
+    abort();
+  }
   if (cfg_sites) {   /* every group's copy of the classes: the size table serves them all */
-    vam_nclasses = vam_classes.count * VAM_SITE_GROUPS;
-    if (vam_nclasses > VAM_MAX_CLASSES) {
-      locus_printf(2, "locus: vam-sites: %u class indexes do not fit\n", vam_nclasses);
-      abort();
-    }
     for (unsigned c = vam_classes.count; c < vam_nclasses; c++) {
       vam_classes.size[c] = vam_classes.size[c % vam_classes.count];
       vam_classes.recip[c] = vam_classes.recip[c % vam_classes.count];

@@ -4,15 +4,14 @@
 
 static const bool cfg_foreign_cache = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
 
-/* A free of p, owned by block d of another heap, by the thread owning heap me: keeps it in
- * me's foreign-object cache if it is a slot with a marker word and the class's cache has room
- * (see vam.h). The same checks as a remote free first. Returns false to send it home. */
-static bool vam_foreign_keep(heap_t *me, desc_t *d, void *p, const char *call) {
-  if (!cfg_foreign_cache || me == &heap_empty || d->kind != KIND_VAM_BLOCK || !d->aux) return false;
-  unsigned cls = d->cls;
+/* A free of p, owned by block b of another heap, by the thread owning heap me: kept in me's
+ * foreign-object cache if the class's cache has room (see vam.h), after the checks of a local
+ * free (a slot handed out, not marked free). Returns false to send it home. */
+static ALWAYS_INLINE bool vam_foreign_push(heap_t *me, desc_t *b, void *p, const char *call) {
+  unsigned cls = b->cls;
   desc_t *f = &me->d.foreign[cls];
   if ((uint16_t)(0 - f->used) >= VAM_FOREIGN_MAX) return false;
-  vam_slot_index(d, p, call);
+  if (unlikely((char *)p >= b->u.blk.end)) return false;   /* the core reports it */
   uintptr_t *w = p;
   marker_free_remote(&w[1], free_marker(p), p, call);
   w[0] = vam_link_encode(me, p, f->u.blk.free);
@@ -23,10 +22,18 @@ static bool vam_foreign_keep(heap_t *me, desc_t *d, void *p, const char *call) {
   return true;
 }
 
+/* The same from a descriptor that may be any page of b, or no block at all (the free's slot
+ * test: a page's aux is nonzero only in a block of slots with marker words, vam_block_mark). */
+static ALWAYS_INLINE bool vam_foreign_keep(heap_t *me, desc_t *d, void *p, const char *call) {
+  if (!cfg_foreign_cache || !slot_multiple(vam_run_offset(d, p), d->aux) || unlikely(me == &heap_empty)) return false;
+  return vam_foreign_push(me, d - d->back, p, call);
+}
+
 /* The secure build checks, marks and quarantines another heap's object like its own (the
  * freeing thread's ring); vam_release_foreign then keeps it or sends it home. */
-static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
-  if (!mitigation(QUARANTINE)) return vam_foreign_keep(me, d, p, call);
+static ALWAYS_INLINE bool design_keep_foreign(heap_t *me, desc_t *page, void *p, const char *call) {
+  if (!mitigation(QUARANTINE)) return vam_foreign_keep(me, page, p, call);
+  desc_t *d = page - page->back;
   uint32_t off = (uint32_t)((char *)p - desc_start(d));
   if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !slot_multiple(off, d->aux) || (mitigation(CANARIES) && off == 0))
     return false;
@@ -40,7 +47,7 @@ static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call
 static NOINLINE void vam_release_foreign(heap_t *h, desc_t *b, void *p) {
   uintptr_t *w = p;
   w[0] = w[1] = 0;   /* no longer marked */
-  if (!vam_foreign_keep(h, b, p, "free()")) heap_free_remote(segment_of(p)->heap, b, p, "free()");
+  if (!cfg_foreign_cache || !vam_foreign_push(h, b, p, "free()")) heap_free_remote(segment_of(p)->heap, b, p, "free()");
 }
 
 /* Sends every cached foreign object home (thread exit, purge). */
