@@ -48,12 +48,25 @@ static NOINLINE void free_outside_segments(void *p, unsigned g, const char *call
   errno = saved;
 }
 
-static NOINLINE void free_foreign_heap(heap_t *h, desc_t *page, void *p, const char *call) {
-  if (design_keep_foreign(tl_heap, page, p, call)) return;
+/* A free of p, in a segment of heap h, by a thread that does not own h (page: the
+ * descriptor of p's page), that the design did not keep: a region object goes to its
+ * region's queue, anything else home (checked there). */
+static NOINLINE void free_foreign_home(heap_t *h, desc_t *page, void *p, const char *call) {
   desc_t *d = page - page->back;
   if (d->kind == KIND_FREE) free_not_object(d, p, call);
   if (kind_is_region(d->kind)) { region_free_queued(d, p, call); return; }
   heap_free_remote(h, d, p, call);
+}
+
+#if !DESIGN_HAS_FREE_FOREIGN
+static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call) {
+  (void)me;
+  free_foreign_home(h, page, p, call);
+}
+#endif
+
+static NOINLINE void free_foreign_heap(heap_t *h, desc_t *page, void *p, const char *call) {
+  design_free_foreign(tl_heap, h, page, p, call);
 }
 
 static ALWAYS_INLINE void free_impl(void *p, const char *call) {

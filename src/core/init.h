@@ -52,6 +52,7 @@ static void fork_child(void) {
   lock_reset(&huge_cache_lock);
   lock_reset(&registry_lock);
   lock_reset(&region_quarantine_lock);
+  design_fork_child();
 }
 
 /* ---- thread exit ------------------------------------------------------------------------- */

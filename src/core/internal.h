@@ -60,6 +60,11 @@ static void design_check_remote(desc_t *d, void *p, const char *call);
 static size_t design_usable(desc_t *d, const void *p, const char *call);
 /* Resizes p (of the design's run d, h its owner) in place to size bytes if it can. */
 static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size);
+/* p, which another thread freed (design_check_remote marked it remotely freed), comes off its
+ * owner's remote stack (heap.h): the mark is cleared so that the owner's free takes it (an
+ * owner's free of an object that still has the mark is a double free). page: the descriptor
+ * of p's page. */
+static void design_collected(desc_t *page, void *p);
 /* Gives back memory the heap keeps for reuse (spare blocks) when its thread exits. */
 static void design_release_spares(heap_t *h);
 /* locus_purge/malloc_trim: gives back every spare the design keeps in h. */
@@ -73,14 +78,17 @@ static size_t design_check(heap_t *h);
 #ifndef DESIGN_HAS_ALLOC_RA
 #define DESIGN_HAS_ALLOC_RA 0
 #endif
-#ifndef DESIGN_HAS_KEEP_FOREIGN
-#define DESIGN_HAS_KEEP_FOREIGN 0
+#ifndef DESIGN_HAS_FREE_FOREIGN
+#define DESIGN_HAS_FREE_FOREIGN 0
 #endif
 #ifndef DESIGN_HAS_STATS
 #define DESIGN_HAS_STATS 0
 #endif
 #ifndef DESIGN_HAS_USABLE_MAX
 #define DESIGN_HAS_USABLE_MAX 0
+#endif
+#ifndef DESIGN_HAS_FORK_CHILD
+#define DESIGN_HAS_FORK_CHILD 0
 #endif
 
 /* design_alloc, given the caller's return address (LOCUS_SITES=1, api.h): for a design that
@@ -92,17 +100,17 @@ static ALWAYS_INLINE void *design_alloc_ra(heap_t *h, size_t size, bool zero, ui
   return design_alloc(h, size, zero);
 }
 #endif
-/* A free by the owner of heap me of p, which another heap holds (d: the descriptor of p's
- * page, any kind, read without the owner's lock): the design may keep it for me's own reuse
- * (true; it must then give it back to its owner from design_release_spares) or let it go home
- * through the owner's remote stack (false; the core then checks what p is). Default: always
- * home. */
-static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call);
-#if !DESIGN_HAS_KEEP_FOREIGN
-static bool design_keep_foreign(heap_t *me, desc_t *d, void *p, const char *call) {
-  (void)me; (void)d; (void)p; (void)call;
-  return false;
-}
+/* A free by the thread owning heap me (heap_empty if it has none yet) of p, which heap h owns
+ * (page: the descriptor of p's page, any kind, read without h's lock): the design keeps p for
+ * me's own reuse (it must then give it back to its owner from design_release_spares) or hands
+ * it to free_foreign_home (free.h), which checks it and sends it home. Every call in tail
+ * position: the fast path then saves no registers. Default (defined in free.h): home. */
+static void design_free_foreign(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call);
+/* In the child after fork (init.h), with the core's locks already reset: the design resets
+ * the locks of its own shared structures. Default: nothing. */
+static void design_fork_child(void);
+#if !DESIGN_HAS_FORK_CHILD
+static void design_fork_child(void) {}
 #endif
 /* Adds what the design counts itself (rather than through heap_count) to a statistics
  * snapshot. Default: nothing. */
@@ -222,7 +230,9 @@ static inline uintptr_t free_marker_salted(const void *p, uint32_t salt);
 static COLD __attribute__((noreturn)) void free_not_object(const desc_t *d, const void *p, const char *call);
 static inline size_t huge_front(void);
 static inline char *huge_user(const desc_t *r);
+static inline void marker_collected(uintptr_t *mark, uintptr_t marker);
 static inline void marker_free_remote(uintptr_t *mark, uintptr_t marker, const void *p, const char *call);
+static inline bool marker_says_free(uintptr_t word, uintptr_t marker);
 static inline size_t marker_usable(const desc_t *d, const void *p, uintptr_t marker, const char *call);
 static inline bool memory_refused(heap_t *locked);
 
@@ -345,6 +355,8 @@ static void *region_realloc_any(void *p, size_t size);
 
 /* ---- free.h: the one place that knows every kind of memory a pointer can be */
 static NOINLINE void core_free(heap_t *h, desc_t *d, void *p, const char *call);
+static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call);
+static NOINLINE void free_foreign_home(heap_t *h, desc_t *page, void *p, const char *call);
 static ALWAYS_INLINE void free_impl(void *p, const char *call);
 static NOINLINE void free_in_run(heap_t *h, void *p, const char *call);
 static NOINLINE void heap_free_remote(heap_t *h, desc_t *d, void *p, const char *call);

@@ -133,6 +133,12 @@ static inline void marker_free_remote(uintptr_t *mark, uintptr_t marker, const v
   *mark = marker ^ REMOTE_MARK;
 }
 
+/* The object is taken back by its owner from the remote stack (design_collected): the remote
+ * form of the marker goes, so the owner's own free path takes it. */
+static inline void marker_collected(uintptr_t *mark, uintptr_t marker) {
+  if (*mark == (marker ^ REMOTE_MARK)) *mark = 0;
+}
+
 /* The usable size of p, an object of block d whose free objects hold `marker` in word 1 (the
  * marker designs: lf, tp): the block's object size, or the report of a freed object. */
 static inline size_t marker_usable(const desc_t *d, const void *p, uintptr_t marker, const char *call) {

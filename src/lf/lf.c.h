@@ -286,7 +286,7 @@ static ALWAYS_INLINE void lf_free(heap_t *h, desc_t *b, void *p, const char *cal
   long i = divide_exact(off, b->obj_size, h->d.bins[b->cls].recip);
   if (unlikely(i < 0 || (char *)p >= b->u.blk.bump)) { locus_fatal_jump(call, "invalid pointer", p); return; }
   uintptr_t *w = p, marker = lf_marker(b, p);
-  if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }
+  if (unlikely(marker_says_free(w[1], marker))) { locus_fatal_jump(call, "double free", p); return; }
   w[0] = link_encode(p, b->u.blk.free);
   w[1] = marker;
   b->u.blk.free = p;
@@ -323,6 +323,11 @@ static void lf_check_object(const desc_t *d, const void *p, const char *call) {
   size_t off = (size_t)((const char *)p - desc_start(d));
   if (d->kind != KIND_LF_BLOCK || off % d->obj_size || (const char *)p >= d->u.blk.end)
     locus_fatal(call, "invalid pointer", p);
+}
+
+static void design_collected(desc_t *page, void *p) {
+  desc_t *d = page - page->back;
+  if (d->kind == KIND_LF_BLOCK) marker_collected((uintptr_t *)p + 1, lf_marker(d, p));
 }
 
 static void design_check_remote(desc_t *d, void *p, const char *call) {

@@ -263,8 +263,8 @@ static void *design_alloc_aligned(heap_t *h, size_t align, size_t size, bool zer
 static void medius_free_block(heap_t *h, desc_t *sp, void *p, const char *call) {
   unsigned cls;
   unsigned state = medius_state_of(sp, p, span_bump(sp), &cls);
-  if (unlikely(state != M_INUSE && state != M_REMOTE)) {
-    locus_fatal_jump(call, state == M_FREE ? "double free" : "invalid pointer", p);
+  if (unlikely(state != M_INUSE)) {   /* (M_REMOTE: freed by another thread already) */
+    locus_fatal_jump(call, state == M_FREE || state == M_REMOTE ? "double free" : "invalid pointer", p);
     return;
   }
   medius_set_state(p, sp, M_FREE);
@@ -323,6 +323,13 @@ static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char 
 
 /* Another thread frees p: the header goes from in use to remote atomically, so of two racing
  * frees one is reported; the owner reads the same header when it takes p back. */
+static void design_collected(desc_t *page, void *p) {
+  desc_t *d = page - page->back;
+  if (d->kind != KIND_MEDIUS_SPAN) return;
+  uint64_t key = medius_key(p, d), expect = key ^ M_REMOTE;
+  __atomic_compare_exchange_n(&medius_hdr(p)[1], &expect, key ^ M_INUSE, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
 static void design_check_remote(desc_t *d, void *p, const char *call) {
   unsigned cls;
   if (d->kind != KIND_MEDIUS_SPAN) locus_fatal(call, "invalid pointer", p);

@@ -262,7 +262,7 @@ static ALWAYS_INLINE void phk_free_chunk(heap_t *h, desc_t *pg, void *p, size_t 
     /* 8-byte chunks have no marker word: the list head, or a link (safe-linked, see config.h)
      * that decodes to NULL or into this page below the bump pointer, says free */
     char *next = pg->marker_off ? NULL : link_load(p);
-    if (pg->marker_off ? w[1] == free_marker(pg, p)
+    if (pg->marker_off ? marker_says_free(w[1], free_marker(pg, p))
                        : p == pg->u.blk.free || !next || (next >= desc_start(pg) && next < pg->u.blk.bump)) {
       locus_fatal_jump(call, "double free", p);
       return;
@@ -322,6 +322,11 @@ static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char 
 /* Another thread is about to hand p back to its owner. The owner may be changing the page's
  * bitmap meanwhile, so the bit is read atomically; a chunk that is already free is a double
  * free. (Reap pages mark the chunk itself, as vam does.) */
+static void design_collected(desc_t *page, void *p) {
+  desc_t *d = page - page->back;
+  if (cfg_phk_reap && d->kind == KIND_PHK_PAGE && d->marker_off) marker_collected((uintptr_t *)p + 1, free_marker(d, p));
+}
+
 static void design_check_remote(desc_t *d, void *p, const char *call) {
   if (d->kind != KIND_PHK_PAGE) locus_fatal(call, "invalid pointer", p);
   if (cfg_phk_reap) {

@@ -230,7 +230,7 @@ static ALWAYS_INLINE void tp_free(heap_t *h, desc_t *b, void *p, const char *cal
   tp_region_t *reg = (tp_region_t *)((uintptr_t)p & ~(((uintptr_t)1 << k) - 1));
   if (unlikely(i >= reg->bump)) { locus_fatal_jump(call, "double free or invalid pointer", p); return; }
   uintptr_t *w = p, marker = tp_marker(b, p);
-  if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }
+  if (unlikely(marker_says_free(w[1], marker))) { locus_fatal_jump(call, "double free", p); return; }
   w[0] = link_encode(p, reg->free);
   w[1] = marker;
   reg->free = p;
@@ -278,6 +278,11 @@ static long tp_index_checked(const desc_t *d, const void *p, const char *call) {
 
 /* Another thread is about to hand p back to its owner: marked as remotely freed (the marker
  * with bit 0 flipped), so a second free of it, from any thread, is caught. */
+static void design_collected(desc_t *page, void *p) {
+  desc_t *d = page - page->back;
+  if (d->kind == KIND_TP_BLOCK) marker_collected((uintptr_t *)p + 1, tp_marker(d, p));
+}
+
 static void design_check_remote(desc_t *d, void *p, const char *call) {
   tp_index_checked(d, p, call);
   marker_free_remote((uintptr_t *)p + 1, tp_marker(d, p), p, call);

@@ -108,9 +108,11 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  * (the remote stack) made threads that pass objects around pay a cache miss per object on each
  * side; glibc's tcache and tcmalloc's thread caches keep them local the same way.
  * Invariants: foreign[c] is on avail[c] iff its list is non-empty; every object on it belongs
- * to a block of class c of another heap, is counted as in use there, and holds the remote
- * marker (a double free of it is caught); (uint16_t)-used is the list's length. The list goes
- * home (to the owners' remote stacks) at thread exit and on purge. */
+ * to a block of class c of another heap (or of this one, when the list came as a batch of the
+ * transfer cache, vam_foreign.c.h), is counted as in use there, and holds the remote marker (a
+ * double free of it, by any thread, is caught); (uint16_t)-used is the list's length. A full
+ * list goes to the transfer cache (if it has room), and the list goes home (to the owners'
+ * remote stacks) at thread exit and on purge. */
 #define VAM_FOREIGN_MAX 16
 
 /* The secure build (LOCUS_SECURE; docs/secure.md) on top of the flagship:
@@ -238,9 +240,11 @@ typedef struct design_heap {
 
 /* heap_empty's state: every list empty (see state.h). */
 #define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &heap_empty.d.none } }
-/* Optional hooks (internal.h): a foreign-object cache, counters of its own, sized-delete bounds. */
-#define DESIGN_HAS_KEEP_FOREIGN 1
+/* Optional hooks (internal.h): a foreign-object cache, counters of its own, sized-delete bounds,
+ * the transfer cache's locks reset after fork. */
+#define DESIGN_HAS_FREE_FOREIGN 1
 #define DESIGN_HAS_STATS 1
 #define DESIGN_HAS_USABLE_MAX 1
+#define DESIGN_HAS_FORK_CHILD 1
 
 #endif

@@ -138,6 +138,12 @@ static ALWAYS_INLINE bool slot_multiple(uint32_t off, uint32_t recip) {
   return (uint32_t)(off * recip) < recip;
 }
 
+/* p's offset in its run, d being the descriptor of p's page (back leads to the run's head,
+ * 0 on it). */
+static ALWAYS_INLINE uint32_t vam_run_offset(const desc_t *d, const void *p) {
+  return (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (d->back << os_page_shift);
+}
+
 /* off / slot size if off is a multiple of it, else -1 (slow paths: any block). */
 static long vam_slot_of(const desc_t *b, size_t off) {
   if (!b->aux) return off % b->obj_size ? -1 : (long)(off / b->obj_size);

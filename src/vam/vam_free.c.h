@@ -59,7 +59,7 @@ static COLD NOINLINE __attribute__((noipa)) void vam_free_unbumped(const desc_t 
 /* Whether slot (below the bump pointer) is on block b's free list: its marker word, or, for an
  * 8-byte slot, which has none, the list head or a link that decodes to a slot of this block */
 static ALWAYS_INLINE bool vam_slot_listed(const heap_t *h, const desc_t *b, const char *slot) {
-  if (*(const uintptr_t *)(slot + b->marker_off) == free_marker(slot) || slot == b->u.blk.free) return true;
+  if (marker_says_free(*(const uintptr_t *)(slot + b->marker_off), free_marker(slot)) || slot == b->u.blk.free) return true;
   if (b->marker_off) return false;
   char *next = vam_link_load(h, slot);
   return !next || (next >= desc_start(b) && next < b->u.blk.bump && !((uintptr_t)next & 7));
@@ -143,6 +143,7 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
     b->flags &= (uint16_t)~FLAG_CLEAN;
     pages_policy(h);   /* the discard policy runs as often as blocks empty, kept or not */
   }
+  vam_transfer_sweep(h, false);
   heap_debug_tick(h);
 }
 
@@ -159,7 +160,7 @@ static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t
 static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
   if (unlikely((char *)p >= b->u.blk.bump)) { vam_free_unbumped(b, p, p, call); return; }
-  if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }
+  if (unlikely(marker_says_free(w[1], marker))) { locus_fatal_jump(call, "double free", p); return; }
   vam_slot_push(h, b, p, marker);
 }
 
@@ -173,12 +174,6 @@ static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t
    * slower: three unconditional stores to two descriptors per free.) */
   if (unlikely(!head) && b->u.blk.bump >= b->u.blk.end) list_push(&h->d.avail[cls], b);
   if (unlikely(--b->used == 0)) vam_block_empty(h, b);
-}
-
-/* p's offset in its run, d being the descriptor of p's page (back leads to the run's head,
- * 0 on it). */
-static ALWAYS_INLINE uint32_t vam_run_offset(const desc_t *d, const void *p) {
-  return (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (d->back << os_page_shift);
 }
 
 /* What the fast path's slot test sent on: a block with 8-byte slots, an interior pointer,

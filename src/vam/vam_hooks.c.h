@@ -1,45 +1,24 @@
-/* vam_hooks.c.h — the foreign-object cache (design_keep_foreign) and the contract's other
- * hooks: remote-free checks, usable size, resize, spares, statistics, purge, and the walk of
- * the design's structures (design_check). */
+/* vam_hooks.c.h — the contract's hooks that vam_free.c.h does not hold: another heap's object
+ * freed (design_free_foreign; the caches are vam_foreign.c.h's), remote-free checks, usable
+ * size, resize, spares, statistics, purge, and the walk of the design's structures
+ * (design_check). */
 
-static const bool cfg_foreign_cache = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
-
-/* A free of p, owned by block b of another heap, by the thread owning heap me: kept in me's
- * foreign-object cache if the class's cache has room (see vam.h), after the checks of a local
- * free (a slot handed out, not marked free). Returns false to send it home. */
-static ALWAYS_INLINE bool vam_foreign_push(heap_t *me, desc_t *b, void *p, const char *call) {
-  unsigned cls = b->cls;
-  desc_t *f = &me->d.foreign[cls];
-  if ((uint16_t)(0 - f->used) >= VAM_FOREIGN_MAX) return false;
-  if (unlikely((char *)p >= b->u.blk.end)) return false;   /* the core reports it */
-  uintptr_t *w = p;
-  marker_free_remote(&w[1], free_marker(p), p, call);
-  w[0] = vam_link_encode(me, p, f->u.blk.free);
-  if (!f->u.blk.free) list_push(&me->d.avail[cls], f);
-  f->u.blk.free = p;
-  f->used--;
-  me->d.frees[cls]++;
-  return true;
-}
-
-/* The same from a descriptor that may be any page of b, or no block at all (the free's slot
- * test: a page's aux is nonzero only in a block of slots with marker words, vam_block_mark). */
-static ALWAYS_INLINE bool vam_foreign_keep(heap_t *me, desc_t *d, void *p, const char *call) {
-  if (!cfg_foreign_cache || !slot_multiple(vam_run_offset(d, p), d->aux) || unlikely(me == &heap_empty)) return false;
-  return vam_foreign_push(me, d - d->back, p, call);
-}
-
-/* The secure build checks, marks and quarantines another heap's object like its own (the
- * freeing thread's ring); vam_release_foreign then keeps it or sends it home. */
-static ALWAYS_INLINE bool design_keep_foreign(heap_t *me, desc_t *page, void *p, const char *call) {
-  if (!mitigation(QUARANTINE)) return vam_foreign_keep(me, page, p, call);
+/* Another heap's object: the flagship keeps it in this thread's foreign-object cache
+ * (vam_foreign.c.h); the secure build checks, marks and quarantines it like its own (the
+ * freeing thread's ring), and vam_release_foreign then keeps it or sends it home. */
+static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call) {
+  if (!mitigation(QUARANTINE)) {
+    vam_foreign_free(me, h, page, p, call);
+    return;
+  }
   desc_t *d = page - page->back;
   uint32_t off = (uint32_t)((char *)p - desc_start(d));
-  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !slot_multiple(off, d->aux) || (mitigation(CANARIES) && off == 0))
-    return false;
+  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !slot_multiple(off, d->aux) || (mitigation(CANARIES) && off == 0)) {
+    free_foreign_home(h, page, p, call);
+    return;
+  }
   vam_secure_retire(me, d, p, call);
   vam_quarantine_push(me, p, d);
-  return true;
 }
 
 /* Secure: another heap's object left h's quarantine (its poison verified): into h's
@@ -47,29 +26,16 @@ static ALWAYS_INLINE bool design_keep_foreign(heap_t *me, desc_t *page, void *p,
 static NOINLINE void vam_release_foreign(heap_t *h, desc_t *b, void *p) {
   uintptr_t *w = p;
   w[0] = w[1] = 0;   /* no longer marked */
-  if (!cfg_foreign_cache || !vam_foreign_push(h, b, p, "free()")) heap_free_remote(segment_of(p)->heap, b, p, "free()");
+  heap_t *owner = segment_of(p)->heap;
+  if (cfg_foreign_cache) vam_foreign_keep_slow(h, owner, b, p, "free()");
+  else free_foreign_home(owner, b, p, "free()");
 }
 
-/* Sends every cached foreign object home (thread exit, purge). */
-static void vam_foreign_flush(heap_t *h) {
-  if (!cfg_foreign_cache) return;
-  for (unsigned c = 0; c < vam_nclasses; c++) {
-    desc_t *f = &h->d.foreign[c];
-    void *p = f->u.blk.free;
-    if (!p) continue;
-    list_unlink(&h->d.avail[c], f);
-    f->u.blk.free = NULL;
-    while (p) {
-      void *next = vam_link_load(h, p);
-      ((uintptr_t *)p)[1] = 0;    /* not free as far as the owner's check is concerned */
-      f->used++;
-      h->d.allocs[c]++;           /* balances the free its owner will count */
-      h->d.foreign_flushed++;
-      segment_t *s = segment_of(p);
-      heap_free_remote(s->heap, desc_head(s, p), p, "free()");
-      p = next;
-    }
-  }
+static void design_collected(desc_t *page, void *p) {
+  desc_t *d = page - page->back;
+  if (d->kind != KIND_VAM_BLOCK || cfg_block_bitmap || !d->marker_off) return;
+  char *slot = cfg_small_headers ? (char *)p - d->aux8 : p;
+  marker_collected((uintptr_t *)(slot + d->marker_off), free_marker(slot));
 }
 
 static void design_check_remote(desc_t *d, void *p, const char *call) {
@@ -158,6 +124,7 @@ static void design_stats(heap_t *h, locus_stats_t *st) {
 /* Purge: spares go back, and the pages inside every free large chunk are discarded. */
 static void design_purge(heap_t *h) {
   design_release_spares(h);
+  vam_transfer_sweep(h, true);
   for (unsigned b = 0; b < LARGE_BINS; b++)
     for (chunk_t *c = h->d.bins[b]; c; c = c->next) chunk_discard(c);
 }
@@ -193,7 +160,7 @@ static size_t design_check(heap_t *h) {
         size_t n = 0;
         for (void *f = b->u.blk.free; f && n <= VAM_FOREIGN_MAX; f = vam_link_load(h, f)) {
           segment_t *s = segment_of(f);
-          CHECK(s->heap != h && desc_head(s, f)->kind == KIND_VAM_BLOCK && desc_head(s, f)->cls == c);
+          CHECK(desc_head(s, f)->kind == KIND_VAM_BLOCK && desc_head(s, f)->cls == c);   /* (any heap's) */
           n++;
         }
         CHECK(n >= 1 && n == (uint16_t)(0 - b->used));

@@ -123,7 +123,7 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
 static ALWAYS_INLINE void vam_secure_retire(heap_t *h, desc_t *b, void *p, const char *call) {
   uintptr_t *w = p;
   if (unlikely((char *)p >= b->u.blk.bump)) vam_free_unbumped(b, p, p, call);
-  if (unlikely(w[1] == free_marker(p))) locus_fatal(call, "double free", p);   /* listed or quarantined */
+  if (unlikely(marker_says_free(w[1], free_marker(p)))) locus_fatal(call, "double free", p);   /* listed or quarantined */
   if (mitigation(CANARIES)) vam_canaries_check(b, p, call);
   if (!mitigation(QUARANTINE)) return;
   size_t n = vam_usable(b);

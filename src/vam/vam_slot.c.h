@@ -172,7 +172,7 @@ static inline unsigned vam_base_class(unsigned cls) { return cfg_sites ? cls % v
 
 /* The head block of class cls has no room: the class has no available block (blocks retire as
  * they fill, see vam_block_retire; vam-bitmap retires them here). Take back what other threads
- * freed, make a new block if still none, and allocate from it. */
+ * freed, then a batch of the transfer cache, then a new block, and allocate from it. */
 static NOINLINE void *vam_alloc_slow(size_t size, bool zero, heap_t *h) {
   /* (size first, as malloc received it, and the class recomputed: malloc's fast path keeps
    * nothing live for this call) */
@@ -181,6 +181,10 @@ static NOINLINE void *vam_alloc_slow(size_t size, bool zero, heap_t *h) {
     return vam_alloc(h, size, zero);
   }
   unsigned cls = sizeclass_of(&vam_classes, size) + vam_pending_offset(h);
+  /* A batch of the transfer cache first, before the objects other threads sent home (each of
+   * those costs a lookup and a local free to take back; a batch, one exchange): a producer
+   * whose consumers free its objects gets them back this way. */
+  if (h->d.avail[cls] == &h->d.none) vam_foreign_refill(h, cls);
   heap_collect(h);
   desc_t *b;
   for (;;) {
