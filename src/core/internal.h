@@ -60,10 +60,10 @@ static void design_check_remote(desc_t *d, void *p, const char *call);
 static size_t design_usable(desc_t *d, const void *p, const char *call);
 /* Resizes p (of the design's run d, h its owner) in place to size bytes if it can. */
 static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size);
-/* p, which another thread freed (design_check_remote marked it remotely freed), comes off its
- * owner's remote stack (heap.h): the mark is cleared so that the owner's free takes it (an
- * owner's free of an object that still has the mark is a double free). page: the descriptor
- * of p's page. */
+/* p, which another thread freed (design_check_remote marked it free), comes off its owner's
+ * remote stack (heap.h): the mark is cleared so that the owner's free takes it (an owner's
+ * free of an object that still has the mark is a double free). page: the descriptor of p's
+ * page. */
 static void design_collected(desc_t *page, void *p);
 /* Gives back memory the heap keeps for reuse (spare blocks) when its thread exits. */
 static void design_release_spares(heap_t *h);

@@ -116,27 +116,24 @@ static uint64_t free_marker_cookie;          /* random; see the designs' double-
 
 /* The double-free marker a design writes into a freed object's second word: the address, the
  * random cookie and a salt (a number new each time memory becomes a block of the design, so a
- * stale marker left in reused memory never matches). A remote free writes it with bit 0
- * flipped (REMOTE_MARK), and either form says "already free". */
-#define REMOTE_MARK 1u
+ * stale marker left in reused memory never matches). A free by another thread writes it too,
+ * so a second free of the object, by any thread, the owner's included, is caught while the
+ * object waits in another thread's cache or on its owner's remote stack. */
 static inline uintptr_t free_marker_salted(const void *p, uint32_t salt) {
   return (uintptr_t)p ^ free_marker_cookie ^ (uintptr_t)salt << 32;
 }
-static inline bool marker_says_free(uintptr_t word, uintptr_t marker) {
-  return (word | REMOTE_MARK) == (marker | REMOTE_MARK);
-}
+static inline bool marker_says_free(uintptr_t word, uintptr_t marker) { return word == marker; }
 /* A free from a thread that does not own the object: a marker word that says "free" is a
- * double free (ends the program); otherwise it gets the remote form, so a second free of the
- * object, from any thread, is caught before its owner takes it back. */
+ * double free (ends the program); otherwise it gets the marker. */
 static inline void marker_free_remote(uintptr_t *mark, uintptr_t marker, const void *p, const char *call) {
   if (marker_says_free(*mark, marker)) locus_fatal(call, "double free", p);
-  *mark = marker ^ REMOTE_MARK;
+  *mark = marker;
 }
 
-/* The object is taken back by its owner from the remote stack (design_collected): the remote
- * form of the marker goes, so the owner's own free path takes it. */
+/* The object is taken back by its owner from the remote stack (design_collected): the marker
+ * goes, so the owner's own free path takes it. */
 static inline void marker_collected(uintptr_t *mark, uintptr_t marker) {
-  if (*mark == (marker ^ REMOTE_MARK)) *mark = 0;
+  if (*mark == marker) *mark = 0;
 }
 
 /* The usable size of p, an object of block d whose free objects hold `marker` in word 1 (the

@@ -276,13 +276,13 @@ static long tp_index_checked(const desc_t *d, const void *p, const char *call) {
   return i;
 }
 
-/* Another thread is about to hand p back to its owner: marked as remotely freed (the marker
- * with bit 0 flipped), so a second free of it, from any thread, is caught. */
 static void design_collected(desc_t *page, void *p) {
   desc_t *d = page - page->back;
   if (d->kind == KIND_TP_BLOCK) marker_collected((uintptr_t *)p + 1, tp_marker(d, p));
 }
 
+/* Another thread is about to hand p back to its owner: marked free, so a second free of it,
+ * from any thread, is caught. */
 static void design_check_remote(desc_t *d, void *p, const char *call) {
   tp_index_checked(d, p, call);
   marker_free_remote((uintptr_t *)p + 1, tp_marker(d, p), p, call);

@@ -109,7 +109,7 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  * side; glibc's tcache and tcmalloc's thread caches keep them local the same way.
  * Invariants: foreign[c] is on avail[c] iff its list is non-empty; every object on it belongs
  * to a block of class c of another heap (or of this one, when the list came as a batch of the
- * transfer cache, vam_foreign.c.h), is counted as in use there, and holds the remote marker (a
+ * transfer cache, vam_foreign.c.h), is counted as in use there, and holds the free marker (a
  * double free of it, by any thread, is caught); (uint16_t)-used is the list's length. A full
  * list goes to the transfer cache (if it has room), and the list goes home (to the owners'
  * remote stacks) at thread exit and on purge. */

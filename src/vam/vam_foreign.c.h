@@ -15,7 +15,7 @@
  * is on no list) and a word per block written by other threads.
  *
  * Invariants: every object in a batch belongs to a block of the batch's class of some heap,
- * is counted in use there, holds the remote marker (a second free is caught) and a link
+ * is counted in use there, holds the free marker (a second free is caught) and a link
  * encoded without a heap key; a batch is a NULL-terminated list of VAM_FOREIGN_MAX objects.
  * The secure build has keyed links, per heap: it has no transfer cache (its batches could not
  * change heaps). */
