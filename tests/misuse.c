@@ -253,6 +253,48 @@ static void segment_end_overflow(size_t size) {
   /* no such object (not a segmented heap, e.g. glibc's): nothing to overflow, missed */
 }
 
+/* ---- copies past an object's bounds, big objects after free, young heaps --------------------- */
+
+/* memcpy, memmove and memset called for real (through pointers the compiler cannot see
+ * through, so no copy is inlined), with a source big enough for every case. */
+static void *(*volatile copy_fn)(void *, const void *, size_t) = memcpy;
+static void *(*volatile move_fn)(void *, const void *, size_t) = memmove;
+static void *(*volatile set_fn)(void *, int, size_t) = memset;
+static char copy_src[(2u << 20) + 64];
+
+/* A copy into a live object that runs 32 bytes past its end, or starts 32 bytes before it;
+ * the program goes on and never frees the object (nothing but the copy itself can notice). */
+static void copy_overflow32(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  copy_fn(p, copy_src, size + 32);
+  sink = p[0];
+}
+static void copy_underflow32(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  copy_fn(opaque_ptr(p - 32), copy_src, 64);
+  sink = p[0];
+}
+static void move_overflow32(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  move_fn(p, copy_src, size + 32);
+  sink = p[0];
+}
+static void set_overflow32(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  set_fn(p, 0, size + 32);
+  sink = p[0];
+}
+/* The fortified entry point (what _FORTIFY_SOURCE calls when it cannot tell the size). */
+static void copy_chk_overflow32(size_t size) {
+  void *(*chk)(void *, const void *, size_t, size_t);
+  void *f = dlsym(RTLD_DEFAULT, "__memcpy_chk");
+  if (!f) _exit(4);
+  memcpy(&chk, &f, sizeof f);
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  chk(p, copy_src, size + 32, (size_t)-1);
+  sink = p[0];
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 typedef struct misuse {
@@ -267,6 +309,7 @@ typedef struct misuse {
 #define LARGE 4000
 #define PAGE (64u << 10)
 #define HUGE (2u << 20)
+#define BIG (256u << 10)   /* a run of pages, like PAGE, 4x bigger */
 
 /* Measured on this round's builds, 13 runs each (tests/README.md has the counts). vam's
  * large-object header catches large overflows and underflows; vam-header's small headers catch
@@ -294,6 +337,8 @@ static const misuse_t cases[] = {
     SIZES("delete_scalar_as_array", delete_scalar_as_array, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
     SIZES("sized_delete_larger", sized_delete_larger, "MMMC", "MMMC", "MMMC", "MMMC", "MMMC"),
     SIZES("sized_delete_smaller", sized_delete_smaller, "MMMC", "MMMC", "MMMC", "MMMC", "MMMC"),
+    SIZES("copy_overflow32", copy_overflow32, "MMMC", "MMMC", "MMMC", "MMMC", "MMMC"),
+    SIZES("copy_underflow32", copy_underflow32, "MMMC", "MMMC", "MMMC", "MMMC", "MMMC"),
 #undef SIZES
     {"overflow_1mib_page", overflow_1mib, PAGE, "MMCC"},
     {"overflow_1mib_huge", overflow_1mib, HUGE, "CCCC"},
@@ -310,6 +355,11 @@ static const misuse_t cases[] = {
     {"predictable_order_small", predictable_order, SMALL, "MMMC"},
     {"predictable_order_medium", predictable_order, MEDIUM, "M?CC"},
     {"segment_end_overflow", segment_end_overflow, SMALL, "MMMC"},
+    {"copy_overflow32_big", copy_overflow32, BIG, "MMMC"},
+    {"copy_underflow32_big", copy_underflow32, BIG, "MMMC"},
+    {"move_overflow32_medium", move_overflow32, MEDIUM, "MMMC"},
+    {"set_overflow32_large", set_overflow32, LARGE, "MMMC"},
+    {"copy_chk_overflow32_small", copy_chk_overflow32, SMALL, "MMMC"},
 };
 #define NCASES (sizeof cases / sizeof *cases)
 
