@@ -95,7 +95,10 @@ static int heap_bounds(const char *a, unsigned g, const char **start, const char
     while (at && segmap_get((void *)at) == GRANULE_OS_TAIL) at -= SEGMENT_SIZE;
     const os_obj_t *o = (const os_obj_t *)at;
     if (!at || segmap_get(o) != GRANULE_OS_HEAD || o->magic != (OS_OBJ_MAGIC ^ at)) return BOUNDS_UNKNOWN;
-    if (o->state != OS_OBJ_LIVE) return BOUNDS_NONE;   /* a freed object in the pool */
+    /* A granule's entry covers all of it, the object's mapping perhaps only its start: past
+     * the mapping (and its guard) the address may be anyone's. A freed object in the pool
+     * may have been cut short since. */
+    if (o->state != OS_OBJ_LIVE || a >= (const char *)o + o->map_size + os_obj_guard()) return BOUNDS_UNKNOWN;
     *start = (const char *)o + o->offset;
     *end = (const char *)o + o->map_size;
   }
