@@ -82,7 +82,7 @@ void *set_unchecked(void *d, int c, size_t n) { return libc_memset(d, c, n); }
 /* Where a (Locus memory, granule kind g) lies: in an object whose usable bytes are
  * [*start, *end) (BOUNDS_OBJECT), in no object (BOUNDS_NONE), or where the bounds are not
  * known (BOUNDS_UNKNOWN). */
-static int heap_bounds(const char *a, unsigned g, const char **start, const char **end) {
+static ALWAYS_INLINE int heap_bounds(const char *a, unsigned g, const char **start, const char **end) {
   if (g == GRANULE_SEGMENT) {
     desc_t *d = desc_head(segment_of(a), a);
     if (d->kind >= KIND_DESIGN) return design_bounds(d, a, start, end);
@@ -109,7 +109,7 @@ static int heap_bounds(const char *a, unsigned g, const char **start, const char
 static NOINLINE void copy_check_heap(const char *d, size_t n, unsigned g, const char *call) {
   const char *start, *end;
   int where = heap_bounds(d, g, &start, &end);
-  if (where == BOUNDS_UNKNOWN) return;
+  if (where == BOUNDS_UNKNOWN || !n) return;
   if (where == BOUNDS_OBJECT) {
     if (n <= (size_t)(end - d)) return;
     locus_fatal(call, "heap overflow: the copy runs past the end of", start);
@@ -121,11 +121,28 @@ static NOINLINE void copy_check_heap(const char *d, size_t n, unsigned g, const 
   locus_fatal(call, "heap overflow: the copy starts outside any object at", d);
 }
 
-/* The check of every copy: one load of the segment map where d is not Locus memory. */
-static ALWAYS_INLINE void copy_check(const void *d, size_t n, const char *call) {
-  unsigned g = segmap_get(d);
-  if (g != GRANULE_NONE && n) copy_check_heap(d, n, g, call);
+/* The same, then the copy (out of line: the exported functions' common case needs no frame). */
+static NOINLINE void *memcpy_heap(void *d, const void *s, size_t n, unsigned g, const char *call) {
+  copy_check_heap(d, n, g, call);
+  return libc_memcpy(d, s, n);
 }
+static NOINLINE void *memmove_heap(void *d, const void *s, size_t n, unsigned g, const char *call) {
+  copy_check_heap(d, n, g, call);
+  return libc_memmove(d, s, n);
+}
+static NOINLINE void *memset_heap(void *d, int c, size_t n, unsigned g, const char *call) {
+  copy_check_heap(d, n, g, call);
+  return libc_memset(d, c, n);
+}
+
+/* Each exported function: where d is not Locus memory, one load of the segment map and a jump
+ * to the C library's function. */
+#define COPY_CHECKED(fn, call, d, x, n)                                                          \
+  do {                                                                                           \
+    unsigned g_ = segmap_get(d);                                                                 \
+    if (likely(g_ == GRANULE_NONE)) return libc_##fn(d, x, n);                                   \
+    return fn##_heap(d, x, n, g_, call);                                                         \
+  } while (0)
 
 /* ---- the exported functions -------------------------------------------------------------- */
 
@@ -133,33 +150,27 @@ extern void __chk_fail(void) __attribute__((noreturn));
 
 LOCUS_API void *checked_memcpy(void *restrict d, const void *restrict s, size_t n) __asm__("memcpy");
 LOCUS_API void *checked_memcpy(void *restrict d, const void *restrict s, size_t n) {
-  copy_check(d, n, "memcpy()");
-  return libc_memcpy(d, s, n);
+  COPY_CHECKED(memcpy, "memcpy()", d, s, n);
 }
 LOCUS_API void *checked_memmove(void *d, const void *s, size_t n) __asm__("memmove");
 LOCUS_API void *checked_memmove(void *d, const void *s, size_t n) {
-  copy_check(d, n, "memmove()");
-  return libc_memmove(d, s, n);
+  COPY_CHECKED(memmove, "memmove()", d, s, n);
 }
 LOCUS_API void *checked_memset(void *d, int c, size_t n) __asm__("memset");
 LOCUS_API void *checked_memset(void *d, int c, size_t n) {
-  copy_check(d, n, "memset()");
-  return libc_memset(d, c, n);
+  COPY_CHECKED(memset, "memset()", d, c, n);
 }
 LOCUS_API void *__memcpy_chk(void *restrict d, const void *restrict s, size_t n, size_t dlen) {
   if (unlikely(n > dlen)) __chk_fail();
-  copy_check(d, n, "__memcpy_chk()");
-  return libc_memcpy(d, s, n);
+  COPY_CHECKED(memcpy, "__memcpy_chk()", d, s, n);
 }
 LOCUS_API void *__memmove_chk(void *d, const void *s, size_t n, size_t dlen) {
   if (unlikely(n > dlen)) __chk_fail();
-  copy_check(d, n, "__memmove_chk()");
-  return libc_memmove(d, s, n);
+  COPY_CHECKED(memmove, "__memmove_chk()", d, s, n);
 }
 LOCUS_API void *__memset_chk(void *d, int c, size_t n, size_t dlen) {
   if (unlikely(n > dlen)) __chk_fail();
-  copy_check(d, n, "__memset_chk()");
-  return libc_memset(d, c, n);
+  COPY_CHECKED(memset, "__memset_chk()", d, c, n);
 }
 
 #endif

@@ -25,17 +25,18 @@ static COLD NOINLINE __attribute__((unused)) void huge_fatal_unlock(heap_t *ph, 
   locus_fatal(call, what, p);
 }
 
-/* HUGE_RELEASE (with QUARANTINE): a run waiting in the ring is sealed, its pages discarded and
- * made inaccessible (no RSS), so a read or write after free faults at once (and the word
- * before the object, its header in glibc's terms, is no longer writable); leaving the ring it
- * is accessible again and reads as zero. Where the kernel refuses (the mapping limit), the
- * run is poisoned instead. */
+/* HUGE_RELEASE (with QUARANTINE): a run waiting in the ring is sealed, made inaccessible, so a
+ * read or write after free faults at once (and the word before the object, its header in
+ * glibc's terms, is no longer writable); leaving the ring it is accessible again. Its pages
+ * stay resident, as they did in the ring before (at most HUGE_RUN_QUARANTINE_BYTES): a discard
+ * would cost a madvise per free and a page fault per page at the run's next use. One mprotect
+ * when the run enters the ring, one when it leaves. Where the kernel refuses (the mapping
+ * limit), the run is poisoned instead. */
 static bool huge_run_seal(desc_t *r) {
   if (!mitigation(HUGE_RELEASE)) return false;
   char *start = desc_start(r);
   size_t bytes = desc_bytes(r);
   if (mprotect(start, bytes, PROT_NONE) != 0) return false;
-  os_discard(start, bytes);
   r->flags |= FLAG_SEALED;
   return true;
 }

@@ -93,10 +93,11 @@ static inline size_t segment_guard_pages(void) { return mitigation(GUARD_PAGES) 
 
 /* GUARD_PAGES also keeps a segment's unused reserve inaccessible: its pages past the header are
  * PROT_NONE until the page manager first hands them out, then made accessible up to
- * `committed` in steps of SEGMENT_COMMIT_PAGES (a fresh segment is carved from the front). A
- * stray write far past an object of a young heap faults there, as it does past glibc's brk.
+ * `committed` in steps of SEGMENT_COMMIT_PAGES, 256 KiB (a fresh segment is carved from the
+ * front; at most 16 mprotect calls per segment). A stray write far (1 MiB) past an object of a
+ * young heap faults there, as it does past glibc's brk.
  * Pages once accessible stay so (a freed run is discarded, not protected again). */
-#define SEGMENT_COMMIT_PAGES 16
+#define SEGMENT_COMMIT_PAGES 64
 static bool segment_commit(segment_t *s, size_t end) {
   if (!mitigation(GUARD_PAGES) || end <= s->committed) return true;
   size_t to = align_up(end, SEGMENT_COMMIT_PAGES);

@@ -252,7 +252,7 @@ static size_t design_check(heap_t *h) {
  * the area's headers from its start, the payload of one in use (a free chunk, a header or the
  * sentinel is no object). A header that does not check (another thread's area caught mid-update,
  * or corrupted) makes the bounds unknown: the copy is not reported for it. */
-static UNUSED int design_bounds(desc_t *d, const char *a, const char **start, const char **end) {
+static UNUSED ALWAYS_INLINE int design_bounds(desc_t *d, const char *a, const char **start, const char **end) {
   const char *base = desc_start(d);
   if (d->kind == KIND_VAM_BLOCK) {
     size_t off = (size_t)(a - base), size = d->obj_size;
