@@ -105,8 +105,9 @@ static ALWAYS_INLINE int heap_bounds(const char *a, unsigned g, const char **sta
   return a >= *start && a < *end ? BOUNDS_OBJECT : BOUNDS_NONE;
 }
 
-/* d lies in Locus memory (granule kind g): [d, d + n) must lie in one object. */
-static NOINLINE void copy_check_heap(const char *d, size_t n, unsigned g, const char *call) {
+/* d lies in Locus memory (granule kind g) and [d, d + n) is not within one object (or the
+ * bounds are not known, or n is 0: nothing to report): says which, and ends the program. */
+static COLD void copy_report(const char *d, size_t n, unsigned g, const char *call) {
   const char *start, *end;
   int where = heap_bounds(d, g, &start, &end);
   if (where == BOUNDS_UNKNOWN || !n) return;
@@ -121,17 +122,24 @@ static NOINLINE void copy_check_heap(const char *d, size_t n, unsigned g, const 
   locus_fatal(call, "heap overflow: the copy starts outside any object at", d);
 }
 
-/* The same, then the copy (out of line: the exported functions' common case needs no frame). */
+/* Whether [d, d + n) lies within one object (d in Locus memory, granule kind g). */
+static ALWAYS_INLINE bool copy_fits(const char *d, size_t n, unsigned g) {
+  const char *start, *end;
+  int where = heap_bounds(d, g, &start, &end);
+  return where == BOUNDS_OBJECT ? n <= (size_t)(end - d) : where == BOUNDS_UNKNOWN;
+}
+
+/* The check, then the copy (out of line: the exported functions' common case needs no frame). */
 static NOINLINE void *memcpy_heap(void *d, const void *s, size_t n, unsigned g, const char *call) {
-  copy_check_heap(d, n, g, call);
+  if (unlikely(!copy_fits(d, n, g))) copy_report(d, n, g, call);
   return libc_memcpy(d, s, n);
 }
 static NOINLINE void *memmove_heap(void *d, const void *s, size_t n, unsigned g, const char *call) {
-  copy_check_heap(d, n, g, call);
+  if (unlikely(!copy_fits(d, n, g))) copy_report(d, n, g, call);
   return libc_memmove(d, s, n);
 }
 static NOINLINE void *memset_heap(void *d, int c, size_t n, unsigned g, const char *call) {
-  copy_check_heap(d, n, g, call);
+  if (unlikely(!copy_fits(d, n, g))) copy_report(d, n, g, call);
   return libc_memset(d, c, n);
 }
 

@@ -119,7 +119,7 @@ static segment_t *segment_create(heap_t *h) {
   s->npages = (uint32_t)npages;
   s->first = (uint32_t)header;
   for (size_t i = 0; i < header; i++) { s->desc[i].kind = KIND_HEADER; s->desc[i].back = 0; }
-  s->committed = (uint32_t)header;
+  if (mitigation(GUARD_PAGES)) s->committed = (uint32_t)header;
   if (segment_guard_pages()) {   /* the reserve and the guard page after it */
     s->desc[npages].kind = KIND_HEADER;   /* a free() there is an invalid pointer */
     mprotect((char *)s + (header << os_page_shift), (npages + 1 - header) << os_page_shift, PROT_NONE);
