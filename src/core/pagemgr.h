@@ -175,8 +175,8 @@ static desc_t *pages_take(heap_t *h, size_t n, size_t align, bool *clean) {
     r = &s->desc[s->first];
   }
   segment_t *s = desc_segment(r);
-  size_t first = (size_t)(r - s->desc);
-  if (!segment_commit(s, first + (want < r->npages ? want : r->npages))) return NULL;
+  if (mitigation(GUARD_PAGES) && !segment_commit(s, (size_t)(r - s->desc) + (want < r->npages ? want : r->npages)))
+    return NULL;
   bool dirty_run = r->flags & FLAG_DIRTY;
   uint64_t when = dirty_run ? r->u.run.freed_ms : 0;
   run_remove(pm, r);
