@@ -11,7 +11,8 @@
  * have printed Locus's one-line report (or faulted). The last line gives the counts.
  *
  * Sizes: small 32 B, medium 300 B, large 4000 B (vam: boundary-tagged chunks), page 64 KiB
- * (a run of pages; secure: framed by canaries), huge 2 MiB (an own mapping).
+ * (a run of pages; secure: framed by canaries), huge 2 MiB (an own mapping); a few cases
+ * also big, 256 KiB (a run of pages).
  *
  *   misuse            run every case
  *   misuse <case>...  run the named cases (still each in a child) */
@@ -253,6 +254,92 @@ static void segment_end_overflow(size_t size) {
   /* no such object (not a segmented heap, e.g. glibc's): nothing to overflow, missed */
 }
 
+/* ---- copies past an object's bounds, big objects after free, young heaps --------------------- */
+
+/* memcpy, memmove and memset called for real (through pointers the compiler cannot see
+ * through, so no copy is inlined), with a source big enough for every case. */
+static void *(*volatile copy_fn)(void *, const void *, size_t) = memcpy;
+static void *(*volatile move_fn)(void *, const void *, size_t) = memmove;
+static void *(*volatile set_fn)(void *, int, size_t) = memset;
+static char copy_src[(2u << 20) + 64];
+
+/* A copy into a live object that runs 32 bytes past its end, or starts 32 bytes before it;
+ * the program goes on and never frees the object (nothing but the copy itself can notice). */
+static void copy_overflow32(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  copy_fn(p, copy_src, size + 32);
+  sink = p[0];
+}
+static void copy_underflow32(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  copy_fn(opaque_ptr(p - 32), copy_src, 64);
+  sink = p[0];
+}
+static void move_overflow32(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  move_fn(p, copy_src, size + 32);
+  sink = p[0];
+}
+static void set_overflow32(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  set_fn(p, 0, size + 32);
+  sink = p[0];
+}
+/* The fortified entry point (what _FORTIFY_SOURCE calls when it cannot tell the size). */
+static void copy_chk_overflow32(size_t size) {
+  void *(*chk)(void *, const void *, size_t, size_t);
+  void *f = dlsym(RTLD_DEFAULT, "__memcpy_chk");
+  if (!f) _exit(4);
+  memcpy(&chk, &f, sizeof f);
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  chk(p, copy_src, size + 32, (size_t)-1);
+  sink = p[0];
+}
+
+/* A freed big object zeroed (as a program that clears a buffer it already gave back); no
+ * more frees after it. */
+static void zero_after_free(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  free(p);
+  set_fn(opaque_ptr(p), 0, size);
+}
+
+/* One write 1 MiB past the end of an object, in a young heap, then the object's free. glibc's
+ * young heap ends (its brk) well before that. */
+static void write_1mib_past(size_t size) {
+  char *p = malloc(size);
+  if (!p) _exit(4);
+  memset(p, 1, size);
+  ((volatile char *)opaque_ptr(p + size))[1 << 20] = 1;
+  free(p);
+}
+
+/* A free-list link forged to lead into another block of the size, encoded as the allocator
+ * encodes links: read off a freed object whose successor the program knows (free y, then x:
+ * x's link leads to y, once both left any quarantine). Only word 0 changes: canaries and free
+ * markers are intact. The allocator then hands out z, a free object of another block, from
+ * x's block (two owners for z's block's objects). Caught by a check that a link leads into
+ * its own block. */
+static void forged_link_block(size_t size) {
+  enum { N = 512 };
+  static char *o[N], *same[N];
+  for (int i = 0; i < N; i++) if (!(o[i] = malloc(size))) _exit(4);
+  uintptr_t page = (uintptr_t)o[N / 2] >> 12;
+  int n = 0;
+  for (int i = 0; i < N; i++) if ((uintptr_t)o[i] >> 12 == page) same[n++] = o[i];
+  char *z = NULL;
+  for (int i = 0; i < N && !z; i++) if ((uintptr_t)o[i] >> 12 != page) z = o[i];
+  if (n < 42 || !z) _exit(4);
+  char *x = same[0], *y = same[1];
+  free(z);
+  free(y);
+  free(x);
+  for (int i = 2; i < 42; i++) free(same[i]);   /* x, y and z leave any quarantine */
+  uintptr_t key = *(volatile uintptr_t *)x ^ ((uintptr_t)x >> 12) ^ (uintptr_t)y;
+  *(volatile uintptr_t *)x = (uintptr_t)z ^ ((uintptr_t)x >> 12) ^ key;
+  for (int i = 0; i < 64; i++) if (!malloc(size)) _exit(4);
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 typedef struct misuse {
@@ -267,6 +354,7 @@ typedef struct misuse {
 #define LARGE 4000
 #define PAGE (64u << 10)
 #define HUGE (2u << 20)
+#define BIG (256u << 10)   /* a run of pages, like PAGE, 4x bigger */
 
 /* Measured on this round's builds, 13 runs each (tests/README.md has the counts). vam's
  * large-object header catches large overflows and underflows; vam-header's small headers catch
@@ -274,8 +362,13 @@ typedef struct misuse {
  * overwrites its bin links, and the allocator may fault on them. The secure build's own cases:
  * canaries (overflow1_small, overflow1_page, underflow1_huge), the quarantine
  * (write_after_free_small), keyed links (forged_link_*), random slot order
- * (predictable_order_small), guard pages (segment_end_overflow), big objects made inaccessible
- * on free (read_after_free_again_huge), sized-delete checks (sized_delete_*). */
+ * (predictable_order_small), guard pages (segment_end_overflow; the unused reserve of young
+ * heaps: write_1mib_past_*), big objects made inaccessible on free (read_after_free_again_huge;
+ * runs sealed in the quarantine: zero_after_free_big, read_after_free_page), sized-delete
+ * checks (sized_delete_*), checked copies (copy_*, move_*, set_*), keyed links that must lead
+ * into their own block (forged_link_block_small). The copy cases (a copy 32 bytes past the end
+ * or before the start of a live object) and the big-object cases (BIG, 256 KiB: a run of pages)
+ * are at the end. */
 static const misuse_t cases[] = {
 #define SIZES(kind, fn, s, m, l, p, h) \
     {kind "_small", fn, SMALL, s}, {kind "_medium", fn, MEDIUM, m}, {kind "_large", fn, LARGE, l}, \
@@ -287,13 +380,15 @@ static const misuse_t cases[] = {
     SIZES("underflow1", underflow1, "?MCC", "?MCC", "CMCC", "MMCC", "MMMC"),
     SIZES("underflow32", underflow32, "?MCC", "?MCC", "CMCC", "MMCC", "MMCC"),
     SIZES("write_after_free", write_after_free, "M?MC", "??MC", "??CC", "MMCC", "MMCC"),
-    SIZES("header_after_free", header_after_free, "MMMM", "MMMM", "?MCC", "MMCM", "MMCC"),
-    SIZES("read_after_free", read_after_free, "MMMM", "MMMM", "MMMM", "MMMM", "MMCC"),
+    SIZES("header_after_free", header_after_free, "MMMM", "MMMM", "?MCC", "MMCC", "MMCC"),
+    SIZES("read_after_free", read_after_free, "MMMM", "MMMM", "MMMM", "MMMC", "MMCC"),
     SIZES("realloc_after_free", realloc_after_free, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
     SIZES("delete_array_as_scalar", delete_array_as_scalar, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
     SIZES("delete_scalar_as_array", delete_scalar_as_array, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
     SIZES("sized_delete_larger", sized_delete_larger, "MMMC", "MMMC", "MMMC", "MMMC", "MMMC"),
     SIZES("sized_delete_smaller", sized_delete_smaller, "MMMC", "MMMC", "MMMC", "MMMC", "MMMC"),
+    SIZES("copy_overflow32", copy_overflow32, "MMMC", "MMMC", "MMMC", "MMMC", "CCMC"),
+    SIZES("copy_underflow32", copy_underflow32, "MMMC", "MMMC", "MMMC", "MMMC", "MMMC"),
 #undef SIZES
     {"overflow_1mib_page", overflow_1mib, PAGE, "MMCC"},
     {"overflow_1mib_huge", overflow_1mib, HUGE, "CCCC"},
@@ -310,6 +405,20 @@ static const misuse_t cases[] = {
     {"predictable_order_small", predictable_order, SMALL, "MMMC"},
     {"predictable_order_medium", predictable_order, MEDIUM, "M?CC"},
     {"segment_end_overflow", segment_end_overflow, SMALL, "MMMC"},
+    {"forged_link_block_small", forged_link_block, SMALL, "?MCC"},
+    {"copy_overflow32_big", copy_overflow32, BIG, "MMMC"},
+    {"copy_underflow32_big", copy_underflow32, BIG, "MM?C"},
+    {"move_overflow32_medium", move_overflow32, MEDIUM, "MMMC"},
+    {"set_overflow32_large", set_overflow32, LARGE, "MMMC"},
+    {"copy_chk_overflow32_small", copy_chk_overflow32, SMALL, "MMMC"},
+    {"underflow32_big", underflow32, BIG, "MMCC"},
+    {"write_after_free_big", write_after_free, BIG, "MMCC"},
+    {"zero_after_free_big", zero_after_free, BIG, "MMCC"},
+    {"write_1mib_past_small", write_1mib_past, SMALL, "MMCC"},
+    {"write_1mib_past_medium", write_1mib_past, MEDIUM, "MMCC"},
+    {"write_1mib_past_large", write_1mib_past, LARGE, "MMCC"},
+    {"write_1mib_past_page", write_1mib_past, PAGE, "MMCC"},
+    {"write_1mib_past_big", write_1mib_past, BIG, "MMCC"},
 };
 #define NCASES (sizeof cases / sizeof *cases)
 

@@ -25,6 +25,28 @@ static COLD NOINLINE __attribute__((unused)) void huge_fatal_unlock(heap_t *ph, 
   locus_fatal(call, what, p);
 }
 
+/* HUGE_RELEASE (with QUARANTINE): a run waiting in the ring is sealed, made inaccessible, so a
+ * read or write after free faults at once (and the word before the object, its header in
+ * glibc's terms, is no longer writable); leaving the ring it is accessible again. Its pages
+ * stay resident, as they did in the ring before (at most HUGE_RUN_QUARANTINE_BYTES): a discard
+ * would cost a madvise per free and a page fault per page at the run's next use. One mprotect
+ * when the run enters the ring, one when it leaves. Where the kernel refuses (the mapping
+ * limit), the run is poisoned instead. */
+static bool huge_run_seal(desc_t *r) {
+  if (!mitigation(HUGE_RELEASE)) return false;
+  char *start = desc_start(r);
+  size_t bytes = desc_bytes(r);
+  if (mprotect(start, bytes, PROT_NONE) != 0) return false;
+  r->flags |= FLAG_SEALED;
+  return true;
+}
+static bool huge_run_unseal(desc_t *r) {
+  if (!(r->flags & FLAG_SEALED)) return true;
+  if (mprotect(desc_start(r), desc_bytes(r), PROT_READ | PROT_WRITE) != 0) return false;
+  r->flags &= (uint16_t)~FLAG_SEALED;
+  return true;
+}
+
 /* ph's ring of freed runs (mitigation QUARANTINE; NULL otherwise, never used). */
 static inline huge_run_quarantine_t *huge_run_ring(heap_t *ph UNUSED) { return mitigation_field(QUARANTINE, ph->run_q); }
 
@@ -34,11 +56,12 @@ static void huge_run_release_locked(heap_t *ph, unsigned i) {
   huge_run_quarantine_t *q = huge_run_ring(ph);
   desc_t *r = q->ring[i];
   const char *p = huge_user(r);
-  if (!poison_intact(p, 0, HUGE_POISON_BYTES)) huge_fatal_unlock(ph, "free()", "write after free to", p);
+  bool sealed = r->flags & FLAG_SEALED;
+  if (!sealed && !poison_intact(p, 0, HUGE_POISON_BYTES)) huge_fatal_unlock(ph, "free()", "write after free to", p);
   q->ring[i] = NULL;
   q->bytes -= (size_t)r->npages << os_page_shift;
   r->flags &= (uint16_t)~FLAG_QUARANTINED;
-  pages_give(ph, r);
+  if (huge_run_unseal(r)) pages_give(ph, r);   /* (else its pages stay out of use) */
 }
 
 /* Frees huge run object p (run r of ph's page manager), checked under ph's lock: a live run
@@ -55,7 +78,7 @@ static void huge_run_free(heap_t *ph, desc_t *r, void *p, const char *call) {
   if (mitigation(CANARIES) && !big_canary_ok((char *)p + r->u.huge.usable)) huge_fatal_unlock(ph, call, "heap overflow (canary overwritten) after", p);
   if (mitigation(QUARANTINE)) {
     huge_run_quarantine_t *q = huge_run_ring(ph);
-    memset(p, POISON_BYTE, HUGE_POISON_BYTES);
+    if (!huge_run_seal(r)) memset(p, POISON_BYTE, HUGE_POISON_BYTES);
     r->flags |= FLAG_QUARANTINED;
     unsigned newest = q->next;
     if (q->ring[newest]) huge_run_release_locked(ph, newest);

@@ -90,6 +90,9 @@ static size_t design_check(heap_t *h);
 #ifndef DESIGN_HAS_FORK_CHILD
 #define DESIGN_HAS_FORK_CHILD 0
 #endif
+#ifndef DESIGN_HAS_BOUNDS
+#define DESIGN_HAS_BOUNDS 0
+#endif
 
 /* design_alloc, given the caller's return address (LOCUS_SITES=1, api.h): for a design that
  * uses the call site itself (lf). Default: design_alloc. */
@@ -123,6 +126,18 @@ static void design_stats(heap_t *h, locus_stats_t *st) { (void)h; (void)st; }
 static size_t design_usable_max(size_t size);
 #if !DESIGN_HAS_USABLE_MAX
 static inline size_t design_usable_max(size_t size) { (void)size; return SIZE_MAX; }
+#endif
+/* Where address a, inside the design's run d (its head), lies: in an object whose usable bytes
+ * are [*start, *end) (BOUNDS_OBJECT), in none (BOUNDS_NONE: a canary, a header, slack, a free
+ * chunk), or not known (BOUNDS_UNKNOWN); read by the checked copies (mitigation checked_copy,
+ * copy.h), possibly of another thread's run. Default: not known. */
+enum { BOUNDS_UNKNOWN, BOUNDS_OBJECT, BOUNDS_NONE };
+static int design_bounds(desc_t *d, const char *a, const char **start, const char **end);
+#if !DESIGN_HAS_BOUNDS
+static inline int design_bounds(desc_t *d, const char *a, const char **start, const char **end) {
+  (void)d; (void)a; (void)start; (void)end;
+  return BOUNDS_UNKNOWN;
+}
 #endif
 
 /* What a design may use: any function of the core (they are all below it); the heap's counters
@@ -277,6 +292,7 @@ static inline void huge_cache_tick(void);
 static void *os_obj_alloc(size_t size, size_t align, bool zero);
 static os_obj_t *os_obj_find(const void *p);
 static void os_obj_free(void *p, const char *call);
+static inline size_t os_obj_guard(void);
 static os_obj_t *os_obj_of(const void *p, const char *call);
 static inline void *os_obj_owner_area(os_obj_t *o);
 static bool os_obj_resize(void *p, size_t size);

@@ -45,5 +45,6 @@
 #include "free.h"
 #include "stats.h"
 #include "api.h"
+#include "copy.h"
 /* The design's policy: the hooks. */
 #include LOCUS_DESIGN_POLICY

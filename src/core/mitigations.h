@@ -31,7 +31,14 @@
  *                 never reused in place (osobj.h)
  *   SIZED_DELETE  operator delete(p, size) checks size against the object (api.h)
  *   FAULT_NAMING  a SIGSEGV handler names guard-page and unmapped-object faults; the last
- *                 objects unmapped are remembered (double frees of them named) (osobj.h) */
+ *                 objects unmapped are remembered (double frees of them named) (osobj.h)
+ *   CHECKED_COPY  the library exports memcpy, memmove, memset (and their _chk entry points):
+ *                 a copy into a heap object that runs past its usable end, or starts outside
+ *                 it, is reported; anything else goes to the C library's (copy.h)
+ *
+ * GUARD_PAGES also keeps each segment's unused reserve inaccessible until the page manager
+ * first hands its pages out (pagemgr.h); HUGE_RELEASE with QUARANTINE makes freed runs of
+ * pages inaccessible while they wait in the quarantine (huge.h). */
 #ifndef LOCUS_MITIGATIONS_H
 #define LOCUS_MITIGATIONS_H
 
@@ -43,12 +50,13 @@
 #define MIT_HUGE_RELEASE (1u << 5)
 #define MIT_SIZED_DELETE (1u << 6)
 #define MIT_FAULT_NAMING (1u << 7)
+#define MIT_CHECKED_COPY (1u << 8)
 
 /* The presets. */
 #define MIT_PRESET_FLAGSHIP 0u
 #define MIT_PRESET_SECURE                                                                        \
   (MIT_KEYED_LINKS | MIT_CANARIES | MIT_RANDOM_ORDER | MIT_QUARANTINE | MIT_GUARD_PAGES |        \
-   MIT_HUGE_RELEASE | MIT_SIZED_DELETE | MIT_FAULT_NAMING)
+   MIT_HUGE_RELEASE | MIT_SIZED_DELETE | MIT_FAULT_NAMING | MIT_CHECKED_COPY)
 
 #ifndef LOCUS_MITIGATIONS_OFF
 #define LOCUS_MITIGATIONS_OFF 0u
@@ -106,6 +114,16 @@
 #define MIT_FIELD_FAULT_NAMING(lvalue) (&(lvalue))
 #else
 #define MIT_FIELD_FAULT_NAMING(lvalue) NULL
+#endif
+
+/* CHECKED_COPY: the library's own calls of memcpy, memmove and memset (and the compiler's,
+ * for struct copies and the like) go to unchecked functions under other names (copy.h), never
+ * to the exported, checked ones. GCC applies an assembler name given here to every call of the
+ * unit, the few in inline functions before this point included. */
+#if MITIGATION(CHECKED_COPY)
+void *memcpy(void *restrict, const void *restrict, size_t) __asm__("locus_copy_unchecked");
+void *memmove(void *, const void *, size_t) __asm__("locus_move_unchecked");
+void *memset(void *, int, size_t) __asm__("locus_set_unchecked");
 #endif
 
 /* The protections of the designs' blocks (a design with none of them, or a build with none of

@@ -154,6 +154,19 @@ static const char *guard_explain(uintptr_t a, uintptr_t *at) {
   if (segmap_get((void *)a) == GRANULE_SEGMENT &&
       ((a & SEGMENT_MASK) >> os_page_shift) == (SEGMENT_SIZE >> os_page_shift) - segment_guard_pages())
     return "heap overflow into the guard page at the end of a segment";
+  if (segmap_get((void *)a) == GRANULE_SEGMENT) {
+    const segment_t *s = segment_of((void *)a);
+    size_t i = (a & SEGMENT_MASK) >> os_page_shift;
+    if (mitigation(GUARD_PAGES) && i >= s->committed && i < s->npages) {
+      *at = (uintptr_t)s;
+      return "heap overflow into the unused reserve of the segment";
+    }
+    const desc_t *d = desc_head((segment_t *)s, (void *)a);
+    if (d->kind == KIND_HUGE && (d->flags & FLAG_SEALED)) {   /* huge.h */
+      *at = (uintptr_t)huge_user(d);
+      return "use after free of";
+    }
+  }
   /* the object whose last page is just before a's page */
   uintptr_t g = (a - os_page_size) & ~SEGMENT_MASK;
   while (g && segmap_get((void *)g) == GRANULE_OS_TAIL) g -= SEGMENT_SIZE;

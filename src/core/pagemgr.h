@@ -91,6 +91,23 @@ static inline size_t segment_header_count(void) {
  * so a linear overflow off the end of a segment faults before it reaches the next one. */
 static inline size_t segment_guard_pages(void) { return mitigation(GUARD_PAGES) ? 1 : 0; }
 
+/* GUARD_PAGES also keeps a segment's unused reserve inaccessible: its pages past the header are
+ * PROT_NONE until the page manager first hands them out, then made accessible up to
+ * `committed` in steps of SEGMENT_COMMIT_PAGES, 256 KiB (a fresh segment is carved from the
+ * front; at most 16 mprotect calls per segment). A stray write far (1 MiB) past an object of a
+ * young heap faults there, as it does past glibc's brk.
+ * Pages once accessible stay so (a freed run is discarded, not protected again). */
+#define SEGMENT_COMMIT_PAGES 64
+static bool segment_commit(segment_t *s, size_t end) {
+  if (!mitigation(GUARD_PAGES) || end <= s->committed) return true;
+  size_t to = align_up(end, SEGMENT_COMMIT_PAGES);
+  if (to > s->npages) to = s->npages;
+  if (mprotect((char *)s + ((size_t)s->committed << os_page_shift), (to - s->committed) << os_page_shift,
+               PROT_READ | PROT_WRITE) != 0) return false;
+  s->committed = (uint32_t)to;
+  return true;
+}
+
 static segment_t *segment_create(heap_t *h) {
   segment_t *s = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
   if (!s) return NULL;
@@ -102,9 +119,10 @@ static segment_t *segment_create(heap_t *h) {
   s->npages = (uint32_t)npages;
   s->first = (uint32_t)header;
   for (size_t i = 0; i < header; i++) { s->desc[i].kind = KIND_HEADER; s->desc[i].back = 0; }
-  if (segment_guard_pages()) {
+  if (mitigation(GUARD_PAGES)) s->committed = (uint32_t)header;
+  if (segment_guard_pages()) {   /* the reserve and the guard page after it */
     s->desc[npages].kind = KIND_HEADER;   /* a free() there is an invalid pointer */
-    mprotect((char *)s + (npages << os_page_shift), os_page_size, PROT_NONE);
+    mprotect((char *)s + (header << os_page_shift), (npages + 1 - header) << os_page_shift, PROT_NONE);
   }
   s->prev = NULL;
   s->next = h->pages.segments;
@@ -157,6 +175,8 @@ static desc_t *pages_take(heap_t *h, size_t n, size_t align, bool *clean) {
     r = &s->desc[s->first];
   }
   segment_t *s = desc_segment(r);
+  if (mitigation(GUARD_PAGES) && !segment_commit(s, (size_t)(r - s->desc) + (want < r->npages ? want : r->npages)))
+    return NULL;
   bool dirty_run = r->flags & FLAG_DIRTY;
   uint64_t when = dirty_run ? r->u.run.freed_ms : 0;
   run_remove(pm, r);
@@ -306,7 +326,7 @@ static bool pages_extend(heap_t *h, desc_t *r, size_t n) {
   if (n <= have) return true;
   if (idx + have >= s->npages || s->desc[idx + have].kind != KIND_FREE) return false;
   desc_t *next = &s->desc[idx + have];
-  if (have + next->npages < n) return false;
+  if (have + next->npages < n || !segment_commit(s, idx + n)) return false;
   bool dirty = next->flags & FLAG_DIRTY;
   uint64_t when = next->u.run.freed_ms;
   size_t total = next->npages;

@@ -43,6 +43,7 @@ enum desc_flags {
   FLAG_CLEAN = 2,    /* run in use whose untouched part still reads as zero */
   FLAG_FULL = 4,     /* design block on its full list */
   FLAG_QUARANTINED = 8,   /* QUARANTINE: huge run freed, not yet reusable (huge.h) */
+  FLAG_SEALED = 16,  /* HUGE_RELEASE: a quarantined huge run made inaccessible (huge.h) */
 };
 
 /* One cache line each, and aligned to one (segment_t puts desc[] on a line boundary): free
@@ -79,7 +80,7 @@ struct segment {
   /* Written by the page manager. */
   segment_t *next __attribute__((aligned(64))), *prev;   /* the heap's segments */
   uint32_t free_pages;
-  uint32_t spare;
+  uint32_t committed;           /* GUARD_PAGES: pages below this are accessible (pagemgr.h) */
   desc_t desc[];                /* aligned to 64 by desc_t's own alignment */
 };
 _Static_assert(sizeof(desc_t) == 64, "a descriptor is one cache line");

@@ -241,10 +241,11 @@ typedef struct design_heap {
 /* heap_empty's state: every list empty (see state.h). */
 #define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &heap_empty.d.none } }
 /* Optional hooks (internal.h): a foreign-object cache, counters of its own, sized-delete bounds,
- * the transfer cache's locks reset after fork. */
+ * the transfer cache's locks reset after fork, objects' bounds for the checked copies. */
 #define DESIGN_HAS_FREE_FOREIGN 1
 #define DESIGN_HAS_STATS 1
 #define DESIGN_HAS_USABLE_MAX 1
 #define DESIGN_HAS_FORK_CHILD 1
+#define DESIGN_HAS_BOUNDS 1
 
 #endif

@@ -220,3 +220,34 @@ static size_t design_check(heap_t *h) {
   CHECK(listed == blocks);
   return bad;
 }
+
+/* Where a lies in run d (the checked copies, copy.h): a block's slot (not slot 0 with canaries,
+ * nor the slack after the last slot), its usable bytes; a large area's chunk, found by walking
+ * the area's headers from its start, the payload of one in use (a free chunk, a header or the
+ * sentinel is no object). A header that does not check (another thread's area caught mid-update,
+ * or corrupted) makes the bounds unknown: the copy is not reported for it. */
+static UNUSED ALWAYS_INLINE int design_bounds(desc_t *d, const char *a, const char **start, const char **end) {
+  const char *base = desc_start(d);
+  if (d->kind == KIND_VAM_BLOCK) {
+    size_t off = (size_t)(a - base), size = d->obj_size;
+    size_t index = d->aux ? (size_t)(((uint64_t)off * d->aux) >> RECIP_SHIFT) : off / size;
+    const char *slot = base + index * size;
+    if ((mitigation(CANARIES) && index == 0) || slot + size > d->u.blk.end) return BOUNDS_NONE;
+    *start = slot + (cfg_small_headers ? d->aux8 : 0);
+    *end = *start + vam_usable(d);
+    return a >= *start && a < *end ? BOUNDS_OBJECT : BOUNDS_NONE;
+  }
+  if (d->kind != KIND_VAM_LARGE) return BOUNDS_NONE;
+  const char *last = base + desc_bytes(d) - CHUNK_HEADER;   /* the sentinel */
+  for (const chunk_t *c = (const chunk_t *)base; (const char *)c < last;) {
+    if (!chunk_valid(c) || chunk_size(c) < LARGE_MIN_SPLIT) return BOUNDS_UNKNOWN;
+    const char *next = (const char *)c + chunk_size(c);
+    if (a < next) {
+      *start = (const char *)c + CHUNK_HEADER;
+      *end = next;
+      return a >= *start && (c->size & CHUNK_INUSE) ? BOUNDS_OBJECT : BOUNDS_NONE;
+    }
+    c = (const chunk_t *)next;
+  }
+  return BOUNDS_NONE;
+}
