@@ -68,9 +68,24 @@ static void design_heap_init(heap_t *h) {
 /* cond ? a : b with no branch (a mask, which the compiler does not turn back into one): for
  * a list update whose condition is a coin toss under churn of mixed sizes. */
 static ALWAYS_INLINE desc_t *pick(bool cond, desc_t *a, desc_t *b) {
+#if defined(__x86_64__)
+  __asm__("test %b2, %b2\n\tcmovnz %1, %0" : "+r"(b) : "r"(a), "q"(cond) : "cc");   /* a conditional move */
+  return b;
+#else
   uintptr_t mask = (uintptr_t)0 - (uintptr_t)cond;
   __asm__("" : "+r"(mask));   /* opaque: keeps the selection arithmetic */
   return (desc_t *)(((uintptr_t)a & mask) | ((uintptr_t)b & ~mask));
+#endif
+}
+
+/* next ? b : a, the same way (the test is next's own). */
+static ALWAYS_INLINE desc_t *pick_null(const void *next, desc_t *a, desc_t *b) {
+#if defined(__x86_64__)
+  __asm__("test %2, %2\n\tcmovz %1, %0" : "+r"(b) : "r"(a), "r"(next) : "cc");
+  return b;
+#else
+  return pick(next == NULL, a, b);
+#endif
 }
 
 /* The head's prev is not kept (the head is known by *head == b): a push writes three words,

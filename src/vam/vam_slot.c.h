@@ -98,7 +98,8 @@ static ALWAYS_INLINE void vam_list_pop(heap_t *h, desc_t *b, unsigned cls, char 
    * after the list), without a branch: under churn of mixed sizes it goes either way about
    * half the time (cachegrind: half of these branches mispredicted; the store is
    * unconditional, 16% off threads1 and 12% off a mixed-size server loop). */
-  h->d.avail[cls] = pick((next == NULL) & (!mitigation(RANDOM_ORDER) || b->u.blk.bump >= b->u.blk.end), b->next, b);
+  h->d.avail[cls] = mitigation(RANDOM_ORDER) ? pick((next == NULL) & (b->u.blk.bump >= b->u.blk.end), b->next, b)
+                                             : pick_null(next, b->next, b);
   if (zero) memset(p, 0, mitigation(CANARIES) ? vam_usable(b) : b->obj_size);
 }
 
