@@ -36,8 +36,8 @@ size_t locus_purge(void);
 
 /* Counters, summed over all heaps at the moment of the call (racy but never torn per field). */
 typedef struct locus_stats {
-  uint64_t version;          /* layout version of this struct: 4 (3 lacked the hint fields,
-                                2 the region fields, 1 the lock fields) */
+  uint64_t version;          /* layout version of this struct: 5 (4 lacked os_calls, 3 the
+                                hint fields, 2 the region fields, 1 the lock fields) */
   uint64_t malloc_calls;     /* every successful allocation, whatever the entry point */
   uint64_t free_calls;       /* every free of a non-NULL pointer */
   uint64_t remote_frees;     /* frees of objects owned by another thread's heap */
@@ -66,6 +66,7 @@ typedef struct locus_stats {
   uint64_t hint_same_line;   /* results on the hint's 64-byte cache line */
   uint64_t hint_same_kregion; /* results in the hint's K-region (the design's; a page where
                                  the design has none) */
+  uint64_t os_calls;         /* mmap, munmap, madvise, mremap and mprotect calls made */
 } locus_stats_t;
 
 /* Fills *out; returns 0. */

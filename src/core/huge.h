@@ -36,13 +36,13 @@ static bool huge_run_seal(desc_t *r) {
   if (!mitigation(HUGE_RELEASE)) return false;
   char *start = desc_start(r);
   size_t bytes = desc_bytes(r);
-  if (mprotect(start, bytes, PROT_NONE) != 0) return false;
+  if (OS_CALL(mprotect(start, bytes, PROT_NONE)) != 0) return false;
   r->flags |= FLAG_SEALED;
   return true;
 }
 static bool huge_run_unseal(desc_t *r) {
   if (!(r->flags & FLAG_SEALED)) return true;
-  if (mprotect(desc_start(r), desc_bytes(r), PROT_READ | PROT_WRITE) != 0) return false;
+  if (OS_CALL(mprotect(desc_start(r), desc_bytes(r), PROT_READ | PROT_WRITE)) != 0) return false;
   r->flags &= (uint16_t)~FLAG_SEALED;
   return true;
 }

@@ -190,6 +190,7 @@ static inline void lock_reset(lock_t *l);
 static inline bool lock_try(lock_t *l);
 
 /* ---- os.h: the OS contract */
+/* macros: OS_CALL */
 static void os_discard(void *p, size_t size);
 static void os_init(void);
 static void *os_map(size_t size);

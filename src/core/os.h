@@ -24,8 +24,10 @@ static size_t os_page_size;
 static unsigned os_page_shift;
 #endif
 
-/* Counters the OS layer keeps for statistics (process-wide, relaxed atomics). */
-static _Atomic uint64_t os_bytes_mapped, os_bytes_discarded, os_discard_calls;
+/* Counters the OS layer keeps for statistics (process-wide, relaxed atomics). os_calls counts
+ * every mmap, munmap, madvise, mremap and mprotect Locus makes: each goes through OS_CALL. */
+static _Atomic uint64_t os_bytes_mapped, os_bytes_discarded, os_discard_calls, os_calls;
+#define OS_CALL(call) (atomic_fetch_add_explicit(&os_calls, 1, memory_order_relaxed), (call))
 
 static void os_init(void) {
   long ps = sysconf(_SC_PAGESIZE);
@@ -42,14 +44,14 @@ static void os_init(void) {
 }
 
 static void *os_map(size_t size) {
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = OS_CALL(mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
   if (p == MAP_FAILED) return NULL;
   atomic_fetch_add_explicit(&os_bytes_mapped, size, memory_order_relaxed);
   return p;
 }
 
 static void os_unmap(void *p, size_t size) {
-  munmap(p, size);
+  OS_CALL(munmap(p, size));
   atomic_fetch_sub_explicit(&os_bytes_mapped, size, memory_order_relaxed);
 }
 
@@ -63,14 +65,14 @@ static void *os_map_aligned_tight(size_t size, size_t align) {
   uintptr_t down = (uintptr_t)p & ~(align - 1), tries[2] = { down + align, down };
   for (unsigned i = 0; i < 2; i++) {
     if (!tries[i]) continue;
-    void *q = mmap((void *)tries[i], size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    void *q = OS_CALL(mmap((void *)tries[i], size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0));
     if (q == MAP_FAILED) continue;
     if (q == (void *)tries[i]) {
       atomic_fetch_add_explicit(&os_bytes_mapped, size, memory_order_relaxed);
       return q;
     }
-    munmap(q, size);   /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+    OS_CALL(munmap(q, size));   /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
   }
   return NULL;
 }
@@ -89,7 +91,7 @@ static void *os_map_aligned(size_t size, size_t align) {
 
 static void os_discard(void *p, size_t size) {
   if (!size) return;
-  madvise(p, size, MADV_DONTNEED);
+  OS_CALL(madvise(p, size, MADV_DONTNEED));
   atomic_fetch_add_explicit(&os_bytes_discarded, size, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_discard_calls, 1, memory_order_relaxed);
 }

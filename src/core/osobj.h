@@ -401,7 +401,7 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
     }
     for (unsigned i = 0; i < ntake; i++) {
       /* The pages of the piece replace those of the fresh mapping at o + dirty. */
-      if (mremap(take[i].addr, take[i].len, take[i].len, MREMAP_MAYMOVE | MREMAP_FIXED, (char *)o + dirty) != MAP_FAILED)
+      if (OS_CALL(mremap(take[i].addr, take[i].len, take[i].len, MREMAP_MAYMOVE | MREMAP_FIXED, (char *)o + dirty)) != MAP_FAILED)
         atomic_fetch_sub_explicit(&os_bytes_mapped, take[i].len, memory_order_relaxed);
       else
         huge_unmap(take[i].addr, take[i].len);   /* fresh pages stay there instead */
@@ -410,7 +410,7 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
     if (dirty < map_size) ends[nparts++] = map_size;
     /* secure: the guard page after the object (never in place: a new object always gets a
      * fresh mapping with a guard, its pool pieces moved into it) */
-    if (os_obj_guard() && mprotect((char *)o + map_size, os_obj_guard(), PROT_NONE) != 0) {
+    if (os_obj_guard() && OS_CALL(mprotect((char *)o + map_size, os_obj_guard(), PROT_NONE)) != 0) {
       huge_unmap(o, span);   /* the mapping limit */
       return NULL;
     }
@@ -481,7 +481,7 @@ static void os_obj_free(void *p, const char *call) {
     bool moved = base != NULL;
     for (unsigned i = 0; moved && i < nparts; i++) {
       size_t start = i ? ends[i - 1] : 0;
-      moved = mremap((char *)o + start, ends[i] - start, ends[i] - start, MREMAP_MAYMOVE | MREMAP_FIXED, base + start) != MAP_FAILED;
+      moved = OS_CALL(mremap((char *)o + start, ends[i] - start, ends[i] - start, MREMAP_MAYMOVE | MREMAP_FIXED, base + start)) != MAP_FAILED;
     }
     if (!moved) {   /* the mapping limit: unmapped instead */
       if (base) huge_unmap(base, size);
@@ -559,7 +559,7 @@ static bool os_obj_resize(void *p, size_t size) {
     /* Growing in place must not run into the next granule's owner: only within free space. */
     unsigned last = o->nparts - 1;
     size_t start = os_obj_part_start(o, last);
-    void *r = mremap((char *)o + start, o->map_size - start, need - start, 0);
+    void *r = OS_CALL(mremap((char *)o + start, o->map_size - start, need - start, 0));
     if (r == MAP_FAILED) return false;
     atomic_fetch_add_explicit(&os_bytes_mapped, extra, memory_order_relaxed);
     o->part_end[last] = need;

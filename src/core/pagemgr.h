@@ -102,8 +102,8 @@ static bool segment_commit(segment_t *s, size_t end) {
   if (!mitigation(GUARD_PAGES) || end <= s->committed) return true;
   size_t to = align_up(end, SEGMENT_COMMIT_PAGES);
   if (to > s->npages) to = s->npages;
-  if (mprotect((char *)s + ((size_t)s->committed << os_page_shift), (to - s->committed) << os_page_shift,
-               PROT_READ | PROT_WRITE) != 0) return false;
+  if (OS_CALL(mprotect((char *)s + ((size_t)s->committed << os_page_shift), (to - s->committed) << os_page_shift,
+                       PROT_READ | PROT_WRITE)) != 0) return false;
   s->committed = (uint32_t)to;
   return true;
 }
@@ -122,7 +122,7 @@ static segment_t *segment_create(heap_t *h) {
   if (mitigation(GUARD_PAGES)) s->committed = (uint32_t)header;
   if (segment_guard_pages()) {   /* the reserve and the guard page after it */
     s->desc[npages].kind = KIND_HEADER;   /* a free() there is an invalid pointer */
-    mprotect((char *)s + (header << os_page_shift), (npages + 1 - header) << os_page_shift, PROT_NONE);
+    OS_CALL(mprotect((char *)s + (header << os_page_shift), (npages + 1 - header) << os_page_shift, PROT_NONE));
   }
   s->prev = NULL;
   s->next = h->pages.segments;

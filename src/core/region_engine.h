@@ -494,14 +494,14 @@ static unsigned region_dead_next;
 
 static void region_quarantine(desc_t *d) {
   d->kind = KIND_REGION_DEAD;
-  mprotect(desc_start(d), desc_bytes(d), PROT_NONE);
+  OS_CALL(mprotect(desc_start(d), desc_bytes(d), PROT_NONE));
   lock_acquire(&region_quarantine_lock);
   desc_t *old = region_dead[region_dead_next];
   region_dead[region_dead_next] = d;
   region_dead_next = (region_dead_next + 1) % REGION_QUARANTINE;
   lock_release(&region_quarantine_lock);
   if (old) {
-    mprotect(desc_start(old), desc_bytes(old), PROT_READ | PROT_WRITE);
+    OS_CALL(mprotect(desc_start(old), desc_bytes(old), PROT_READ | PROT_WRITE));
     heap_t *h = desc_segment(old)->heap;
     if (!h->fork_broken) pages_free(h, old);
   }

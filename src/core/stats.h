@@ -13,7 +13,7 @@
 
 static void stats_collect(locus_stats_t *st) {
   memset(st, 0, sizeof *st);
-  st->version = 4;
+  st->version = 5;
   lock_acquire(&registry_lock);
   for (heap_t *h = registry; h; h = h->next_all) {
 #define LOAD(f) __atomic_load_n(&h->stats.f, __ATOMIC_RELAXED)
@@ -50,6 +50,7 @@ static void stats_collect(locus_stats_t *st) {
   st->bytes_mapped = atomic_load(&os_bytes_mapped);
   st->bytes_discarded = atomic_load(&os_bytes_discarded);
   st->discard_calls = atomic_load(&os_discard_calls);
+  st->os_calls = atomic_load(&os_calls);
   st->heaps = atomic_load(&heaps_created);
   st->regions = atomic_load(&regions_live);
   st->region_bytes = atomic_load(&region_bytes_held);

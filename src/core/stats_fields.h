@@ -21,7 +21,7 @@
   X(huge_in_use, HEAP) X(heaps, GLOBAL) X(heaps_abandoned, GLOBAL) X(search_words, HEAP) \
   X(search_words_max, MAXIMUM) X(searches, HEAP) X(lock_acquisitions, GLOBAL) \
   X(lock_contended, GLOBAL) X(regions, GLOBAL) X(region_bytes, GLOBAL) X(hint_calls, HEAP) \
-  X(hint_same_page, HEAP) X(hint_same_line, HEAP) X(hint_same_kregion, HEAP)
+  X(hint_same_page, HEAP) X(hint_same_line, HEAP) X(hint_same_kregion, HEAP) X(os_calls, GLOBAL)
 
 /* The list against the public struct: same fields, same order, nothing else. */
 enum stats_field_index {
