@@ -55,6 +55,8 @@ typedef struct os_obj {
   uint32_t state;
   uint32_t nparts;         /* part i is [part_end[i-1], part_end[i]) (part 0 from 0) */
   size_t part_end[OS_OBJ_PARTS];
+  size_t span;             /* a span's object (below): the bytes mapped for it; else 0 */
+  size_t resident;         /* a span's object: bytes from the base that may be resident */
   struct locus_region *region;   /* a big region object's region, else NULL: the owner that
                                     free() hands the object to (free.h) */
 } os_obj_t;
@@ -80,6 +82,25 @@ static _Atomic uint64_t huge_cache_oldest_ms;         /* no piece was freed befo
 static size_t huge_demand_peak, huge_demand_prev;     /* live-byte peaks: this window, the last */
 static uint64_t huge_demand_since;                    /* start of this window */
 static _Atomic uint64_t os_objects_live, os_objects_bytes, os_parts_live;
+
+/* The span cache (see "spans" below): whole mappings of freed objects, by size. */
+#define HUGE_SPANS 64             /* most spans the cache holds */
+typedef struct huge_span {
+  char *addr;
+  size_t span;             /* bytes mapped (whole granules) */
+  size_t resident;         /* bytes from addr that may be resident (the rest never touched) */
+  uint64_t freed_ms;
+} huge_span_t;
+static huge_span_t huge_spans[HUGE_SPANS];
+static unsigned huge_spans_n;
+
+/* The oldest cached span, or -1. */
+static int huge_spans_oldest(void) {
+  int best = -1;
+  for (unsigned i = 0; i < huge_spans_n; i++)
+    if (best < 0 || huge_spans[i].freed_ms < huge_spans[best].freed_ms) best = (int)i;
+  return best;
+}
 
 static inline size_t os_obj_usable(const os_obj_t *o) { return o->map_size - o->offset; }
 static inline size_t os_obj_part_start(const os_obj_t *o, unsigned i) { return i ? o->part_end[i - 1] : 0; }
@@ -198,7 +219,7 @@ static void guard_fault_install(void) {
 
 
 static void os_obj_unmap(os_obj_t *o) {
-  size_t size = o->map_size + os_obj_guard();
+  size_t size = o->span ? o->span : o->map_size + os_obj_guard();
   if (mitigation(FAULT_NAMING)) guard_note_unmapped(o, size);
   atomic_fetch_sub_explicit(&os_parts_live, o->nparts, memory_order_relaxed);
   segmap_set(o, size, GRANULE_NONE, GRANULE_NONE);
@@ -252,8 +273,9 @@ static int huge_pool_oldest(void) {
 }
 
 static void huge_pool_note_oldest(void) {
-  int i = huge_pool_oldest();
-  huge_cache_oldest_ms = i < 0 ? UINT64_MAX : huge_pool[i].freed_ms;
+  int i = huge_pool_oldest(), j = huge_spans_oldest();
+  uint64_t a = i < 0 ? UINT64_MAX : huge_pool[i].freed_ms, b = j < 0 ? UINT64_MAX : huge_spans[j].freed_ms;
+  huge_cache_oldest_ms = a < b ? a : b;
 }
 
 /* Drops pieces into drop[] (for unmapping after the lock is released): those freed before
@@ -289,15 +311,101 @@ static void huge_pool_unmap(const huge_piece_t *drop, unsigned n) {
 /* The time before which a piece has been idle too long. */
 static inline uint64_t huge_idle_before(uint64_t now) { return now > opt.decay_ms ? now - opt.decay_ms : 0; }
 
+/* ---- spans (every build without GUARD_PAGES and HUGE_RELEASE) ------------------------------
+ * There an OS object lives in a span: a mapping of whole segment-map granules (huge_span_for:
+ * few sizes), of which only the pages objects used are ever touched (the rest is address
+ * space). A freed object's span goes to the span cache whole,
+ * its pages resident, and a new object of any thread takes the cached span of the smallest
+ * fitting size whose resident bytes come closest to its own: no system call at all, since
+ * the span is at an aligned address and its pages are there. The object grows in place
+ * within its span (realloc: no mremap). Servers that hand 1-5 MiB buffers between threads
+ * then reuse the same few spans without mmap, munmap or mremap once warm (the pool's pieces
+ * above, moved into fresh mappings with mremap, cost about 2,000 system calls a second on
+ * bench/xlarge). A reused span's resident pages past the object are kept up to twice the
+ * object's size or two granules, whichever is more, and the rest discarded (madvise): pages
+ * kept spare the next, bigger, object its page faults, which cost more than system calls.
+ * The cap is the pool's: at most the recent peak of live OS-object bytes minus those live now,
+ * at most LOCUS_HUGE_CACHE; past it the oldest spans lose their tail pages (madvise, under
+ * the lock: the span stays cached) or go whole; a span idle for LOCUS_DECAY_MS is unmapped.
+ * A cached span keeps its head granule's segment-map entry (a double free is still seen as
+ * one), cleared under the lock when the span leaves the cache to be unmapped. */
+static inline bool huge_spans_on(void) {
+  return !mitigation(GUARD_PAGES) && !mitigation(HUGE_RELEASE) && opt.discard != DISCARD_IMMEDIATE && opt.huge_cache;
+}
+
+/* Spans come in few sizes, so that a cached one fits most requests: four granules (16 MiB of
+ * address space, never touched beyond what objects use) at least, then powers of two up to
+ * 64 MiB, whole granules past that. (With two granules at least, tests/design_vam's buffers
+ * of 4-12 MiB found no fitting span half as often, and faulted in 50% more pages.) */
+static inline size_t huge_span_for(size_t map_size) {
+  size_t g = align_up(map_size, SEGMENT_SIZE) >> SEGMENT_SHIFT;
+  if (g < 4) g = 4;
+  else if (g < 16 && !is_pow2(g)) g = (size_t)2 << log2_floor(g);
+  return g << SEGMENT_SHIFT;
+}
+
+/* Whether cached span a suits an object of `need` bytes better than b: the smaller span, then
+ * the fewest resident bytes that hold it, else the most. */
+static bool huge_span_better(const huge_span_t *a, const huge_span_t *b, size_t need) {
+  if (a->span != b->span) return a->span < b->span;
+  bool fa = a->resident >= need, fb = b->resident >= need;
+  if (fa != fb) return fa;
+  return fa ? a->resident < b->resident : a->resident > b->resident;
+}
+
+/* Removes span i from the cache into *out (under the lock); `unmap`: it goes to be unmapped,
+ * so its head's segment-map entry is cleared now. */
+static void huge_span_remove(unsigned i, huge_span_t *out, bool unmap) {
+  *out = huge_spans[i];
+  if (unmap) segmap_set(out->addr, SEGMENT_SIZE, GRANULE_NONE, GRANULE_NONE);
+  huge_cache_bytes -= out->resident;
+  huge_spans[i] = huge_spans[--huge_spans_n];
+}
+
+/* Drops spans into drop[] (to unmap after the lock is released): those freed before
+ * `older_than`, then, once more than `keep` bytes plus a granule remain (the slack spares a
+ * system call at every small swing of demand), the oldest until at most `keep` remain, the
+ * last one cut back by discarding its tail instead when that is enough. Returns how many.
+ * Caller holds the lock. */
+static unsigned huge_spans_shrink(uint64_t older_than, size_t keep, huge_span_t *drop) {
+  unsigned n = 0;
+  for (unsigned i = 0; i < huge_spans_n;) {
+    if (huge_spans[i].freed_ms < older_than) huge_span_remove(i, &drop[n++], true);
+    else i++;
+  }
+  if (huge_cache_bytes <= keep || huge_cache_bytes - keep <= SEGMENT_SIZE) keep = huge_cache_bytes;
+  while (huge_cache_bytes > keep && huge_spans_n) {
+    unsigned i = (unsigned)huge_spans_oldest();
+    huge_span_t *sp = &huge_spans[i];
+    size_t excess = align_up(huge_cache_bytes - keep, os_page_size);
+    if (excess + os_page_size >= sp->resident) {
+      huge_span_remove(i, &drop[n++], true);
+    } else {
+      sp->resident -= excess;
+      huge_cache_bytes -= excess;
+      os_discard(sp->addr + sp->resident, excess);
+    }
+  }
+  huge_pool_note_oldest();
+  return n;
+}
+
+static void huge_spans_unmap(const huge_span_t *drop, unsigned n) {
+  for (unsigned i = 0; i < n; i++) huge_unmap(drop[i].addr, drop[i].span);
+}
+
 /* Drops cached pieces freed before `older_than` (all with UINT64_MAX). Returns bytes freed. */
 static size_t huge_cache_purge(uint64_t older_than) {
   if (!atomic_load_explicit(&huge_cache_bytes, memory_order_relaxed)) return 0;
   huge_piece_t drop[HUGE_POOL_PIECES];
+  huge_span_t sdrop[HUGE_SPANS + 2];
   size_t before = atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed);
   lock_acquire(&huge_cache_lock);
   unsigned n = huge_pool_shrink(older_than, SIZE_MAX, drop);
+  unsigned m = huge_spans_shrink(older_than, SIZE_MAX, sdrop);
   lock_release(&huge_cache_lock);
   huge_pool_unmap(drop, n);
+  huge_spans_unmap(sdrop, m);
   return atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed) - before;
 }
 
@@ -360,6 +468,64 @@ static bool huge_pool_pick(size_t need, size_t align, bool gather, huge_piece_t 
 
 /* ---- OS objects -------------------------------------------------------------------------- */
 
+/* Memory for an OS object of map_size bytes: a cached span or a new one. Returns its base
+ * (NULL if the OS refused), *span its size, *dirty the bytes from the base that may hold old
+ * data (the rest reads as zero). */
+
+static char *huge_span_take(size_t map_size, size_t *span, size_t *dirty) {
+  uint64_t now = now_ms();
+  size_t live = atomic_load_explicit(&os_objects_bytes, memory_order_relaxed);
+  huge_span_t got = { NULL, 0, 0, 0 };
+  lock_acquire(&huge_cache_lock);
+  huge_demand(now, live + map_size);
+  int best = -1;
+  for (unsigned i = 0; i < huge_spans_n; i++)
+    if (huge_spans[i].span >= map_size && (best < 0 || huge_span_better(&huge_spans[i], &huge_spans[best], map_size)))
+      best = (int)i;
+  if (best >= 0) {
+    huge_span_remove((unsigned)best, &got, false);
+    huge_pool_note_oldest();
+  }
+  lock_release(&huge_cache_lock);
+  huge_cache_tick();
+  if (got.addr) {
+    /* a small object does not pin a big one's pages (see above) */
+    if (got.resident > map_size && got.resident - map_size > 2 * (map_size > SEGMENT_SIZE ? map_size : SEGMENT_SIZE)) {
+      os_discard(got.addr + map_size, got.resident - map_size);
+      got.resident = map_size;
+    }
+    *span = got.span;
+    *dirty = got.resident;
+    return got.addr;
+  }
+  size_t want = huge_span_for(map_size), exact = align_up(map_size, SEGMENT_SIZE);
+  char *p = os_map_aligned(want, SEGMENT_SIZE);
+  if (!p && want > exact) p = os_map_aligned(want = exact, SEGMENT_SIZE);
+  if (!p && memory_refused(NULL)) p = os_map_aligned(want = exact, SEGMENT_SIZE);
+  *span = want;
+  *dirty = 0;
+  return p;
+}
+
+/* A freed span object's span goes to the cache, within what recent demand allows. */
+static void huge_span_put(os_obj_t *o, size_t live) {
+  size_t size = o->map_size, resident = o->resident > size ? o->resident : size;
+  huge_span_t sp = { (char *)o, o->span, resident, now_ms() }, drop[HUGE_SPANS + 2];
+  unsigned n = 0;
+  o->state = OS_OBJ_CACHED;
+  atomic_fetch_sub_explicit(&os_parts_live, o->nparts, memory_order_relaxed);
+  if (size > SEGMENT_SIZE) segmap_set(sp.addr + SEGMENT_SIZE, size - SEGMENT_SIZE, GRANULE_NONE, GRANULE_NONE);
+  lock_acquire(&huge_cache_lock);
+  size_t peak = huge_demand(sp.freed_ms, live);
+  size_t keep = peak - live < opt.huge_cache ? peak - live : opt.huge_cache & ~(os_page_size - 1);
+  if (huge_spans_n == HUGE_SPANS) huge_span_remove((unsigned)huge_spans_oldest(), &drop[n++], true);
+  huge_spans[huge_spans_n++] = sp;
+  huge_cache_bytes += resident;
+  n += huge_spans_shrink(huge_idle_before(sp.freed_ms), keep, drop + n);
+  lock_release(&huge_cache_lock);
+  huge_spans_unmap(drop, n);
+}
+
 static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   size_t page = os_page_size, user_align = align > QUANTUM ? align : QUANTUM;
   if (align < page) align = page;
@@ -373,8 +539,8 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   size_t span = map_size + os_obj_guard();   /* the object's pages and its guard (secure) */
   huge_piece_t take[OS_OBJ_PARTS];
   unsigned ntake = 0;
-  bool in_place = false;
-  if (opt.discard != DISCARD_IMMEDIATE) {
+  bool in_place = false, spans = align <= SEGMENT_SIZE && huge_spans_on();
+  if (!spans && opt.discard != DISCARD_IMMEDIATE) {
     uint64_t now = now_ms();
     size_t live = atomic_load_explicit(&os_objects_bytes, memory_order_relaxed);
     bool gather = atomic_load_explicit(&os_parts_live, memory_order_relaxed) < HUGE_PARTS_MAX;
@@ -387,9 +553,12 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   }
   os_obj_t *o;
   size_t dirty = 0;                  /* bytes from the base that may hold old data */
-  size_t ends[OS_OBJ_PARTS];
+  size_t ends[OS_OBJ_PARTS], span_size = 0;
   unsigned nparts = 0;
-  if (in_place) {
+  if (spans) {
+    if (!(o = (os_obj_t *)huge_span_take(map_size, &span_size, &dirty))) return NULL;
+    ends[nparts++] = map_size;
+  } else if (in_place) {
     o = (os_obj_t *)take[0].addr;
     for (unsigned i = 0; i < ntake; i++) ends[nparts++] = (dirty += take[i].len);
   } else {
@@ -420,6 +589,8 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   o->magic = OS_OBJ_MAGIC ^ (uintptr_t)o;
   o->nparts = nparts;
   memcpy(o->part_end, ends, nparts * sizeof *ends);
+  o->span = span_size;
+  o->resident = dirty > map_size ? dirty : map_size;
   segmap_set(o, map_size, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
   if (zero && dirty > offset) memset((char *)o + offset, 0, (dirty < offset + size ? dirty : offset + size) - offset);
   o->state = OS_OBJ_LIVE;
@@ -459,6 +630,10 @@ static void os_obj_free(void *p, const char *call) {
   if (opt.discard == DISCARD_IMMEDIATE || !opt.huge_cache) {
     os_obj_unmap(o);   /* secure: a later access to the object faults */
     huge_cache_tick();
+    return;
+  }
+  if (o->span) {
+    huge_span_put(o, live);
     return;
   }
   unsigned nparts = o->nparts;
@@ -531,6 +706,19 @@ static bool os_obj_resize(void *p, size_t size) {
   }
   if (need - o->offset > SIZE_MAX / 2 || mitigation(GUARD_PAGES)) return false;   /* the guard stays put */
   size_t extra = need - o->map_size;
+  if (o->span) {   /* within its span; past it, the span grows where free space follows */
+    if (need > o->span) {
+      size_t want = huge_span_for(need);
+      if (OS_CALL(mremap(o, o->span, want, 0)) == MAP_FAILED) return false;
+      atomic_fetch_add_explicit(&os_bytes_mapped, want - o->span, memory_order_relaxed);
+      o->span = want;
+    }
+    if (need > o->resident) o->resident = need;
+    atomic_fetch_add_explicit(&os_objects_bytes, extra, memory_order_relaxed);
+    segmap_set(o, need, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
+    o->map_size = need;
+    return true;
+  }
   char *end = (char *)o + o->map_size;
   huge_piece_t take[OS_OBJ_PARTS];
   unsigned ntake = 0;
