@@ -324,9 +324,10 @@ static inline uint64_t huge_idle_before(uint64_t now) { return now > opt.decay_m
  * bench/xlarge). A reused span's resident pages past the object are kept up to twice the
  * object's size or two granules, whichever is more, and the rest discarded (madvise): pages
  * kept spare the next, bigger, object its page faults, which cost more than system calls.
- * The cap is the pool's: at most the recent peak of live OS-object bytes minus those live now,
- * at most LOCUS_HUGE_CACHE; past it the oldest spans lose their tail pages (madvise, under
- * the lock: the span stays cached) or go whole; a span idle for LOCUS_DECAY_MS is unmapped.
+ * The cap is the pool's: at most the recent peak of live OS-object bytes minus those live now
+ * (plus the smallest span's worth of slack), at most LOCUS_HUGE_CACHE; past it the oldest
+ * spans lose their tail pages (madvise, under the lock: the span stays cached) or go whole; a
+ * span idle for LOCUS_DECAY_MS is unmapped, so when demand falls the cache empties.
  * A cached span keeps its head granule's segment-map entry (a double free is still seen as
  * one), cleared under the lock when the span leaves the cache to be unmapped. */
 static inline bool huge_spans_on(void) {
@@ -363,17 +364,16 @@ static void huge_span_remove(unsigned i, huge_span_t *out, bool unmap) {
 }
 
 /* Drops spans into drop[] (to unmap after the lock is released): those freed before
- * `older_than`, then, once more than `keep` bytes plus a granule remain (the slack spares a
- * system call at every small swing of demand), the oldest until at most `keep` remain, the
- * last one cut back by discarding its tail instead when that is enough. Returns how many.
- * Caller holds the lock. */
-static unsigned huge_spans_shrink(uint64_t older_than, size_t keep, huge_span_t *drop) {
+ * `older_than`, then, once more than `keep` + `slack` bytes remain, the oldest until at most
+ * `keep` remain, the last one cut back by discarding its tail instead when that
+ * is enough. Returns how many. Caller holds the lock. */
+static unsigned huge_spans_shrink(uint64_t older_than, size_t keep, size_t slack, huge_span_t *drop) {
   unsigned n = 0;
   for (unsigned i = 0; i < huge_spans_n;) {
     if (huge_spans[i].freed_ms < older_than) huge_span_remove(i, &drop[n++], true);
     else i++;
   }
-  if (huge_cache_bytes <= keep || huge_cache_bytes - keep <= SEGMENT_SIZE) keep = huge_cache_bytes;
+  if (huge_cache_bytes <= keep || huge_cache_bytes - keep <= slack) keep = huge_cache_bytes;
   while (huge_cache_bytes > keep && huge_spans_n) {
     unsigned i = (unsigned)huge_spans_oldest();
     huge_span_t *sp = &huge_spans[i];
@@ -402,7 +402,7 @@ static size_t huge_cache_purge(uint64_t older_than) {
   size_t before = atomic_load_explicit(&os_bytes_discarded, memory_order_relaxed);
   lock_acquire(&huge_cache_lock);
   unsigned n = huge_pool_shrink(older_than, SIZE_MAX, drop);
-  unsigned m = huge_spans_shrink(older_than, SIZE_MAX, sdrop);
+  unsigned m = huge_spans_shrink(older_than, SIZE_MAX, 0, sdrop);
   lock_release(&huge_cache_lock);
   huge_pool_unmap(drop, n);
   huge_spans_unmap(sdrop, m);
@@ -518,10 +518,14 @@ static void huge_span_put(os_obj_t *o, size_t live) {
   lock_acquire(&huge_cache_lock);
   size_t peak = huge_demand(sp.freed_ms, live);
   size_t keep = peak - live < opt.huge_cache ? peak - live : opt.huge_cache & ~(os_page_size - 1);
+  /* The slack (the smallest span, within LOCUS_HUGE_CACHE) spares system calls and page faults
+   * at every small swing of demand: with one granule of slack, bench/xlarge missed the cache
+   * three times as often (each miss a fresh span, every page of it faulted in). */
+  size_t slack = opt.huge_cache - keep < huge_span_for(0) ? opt.huge_cache - keep : huge_span_for(0);
   if (huge_spans_n == HUGE_SPANS) huge_span_remove((unsigned)huge_spans_oldest(), &drop[n++], true);
   huge_spans[huge_spans_n++] = sp;
   huge_cache_bytes += resident;
-  n += huge_spans_shrink(huge_idle_before(sp.freed_ms), keep, drop + n);
+  n += huge_spans_shrink(huge_idle_before(sp.freed_ms), keep, slack, drop + n);
   lock_release(&huge_cache_lock);
   huge_spans_unmap(drop, n);
 }
