@@ -1,7 +1,8 @@
 /* osobj.h — objects with their own mappings (from the OS threshold, LOCUS_OS_THRESHOLD, 1 MiB,
  * up): aligned to the segment size so the segment map finds their header, [header page]
- * [object ...]; the pool that keeps freed ones resident for the next; and the naming of the
- * faults that guard pages and unmapped objects raise (the secure build).
+ * [object ...]; the caches that keep freed ones resident for the next (spans, below, in every
+ * build without GUARD_PAGES and HUGE_RELEASE; the pool of pieces, next, in the secure build);
+ * and the naming of the faults that guard pages and unmapped objects raise (the secure build).
  *
 *
  * The huge cache. A program that replaces big buffers (free one, calloc another of some other
