@@ -364,7 +364,7 @@ typedef struct misuse {
  * (write_after_free_small), keyed links (forged_link_*), random slot order
  * (predictable_order_small), guard pages (segment_end_overflow; the unused reserve of young
  * heaps: write_1mib_past_*), big objects made inaccessible on free (read_after_free_again_huge;
- * runs sealed in the quarantine: zero_after_free_big, read_after_free_page), sized-delete
+ * runs of 128 KiB or more sealed in the quarantine: zero_after_free_big), sized-delete
  * checks (sized_delete_*), checked copies (copy_*, move_*, set_*), keyed links that must lead
  * into their own block (forged_link_block_small). The copy cases (a copy 32 bytes past the end
  * or before the start of a live object) and the big-object cases (BIG, 256 KiB: a run of pages)
@@ -384,7 +384,7 @@ static const misuse_t cases[] = {
     SIZES("underflow32", underflow32, "?MCC", "?MCC", "CMCC", "MMCC", "MMCC"),
     SIZES("write_after_free", write_after_free, "M?MC", "??MC", "??CC", "MMCC", "MMCC"),
     SIZES("header_after_free", header_after_free, "MMMM", "MMMM", "?MCC", "MMCC", "MMCC"),
-    SIZES("read_after_free", read_after_free, "MMMM", "MMMM", "MMMM", "MMMC", "MMCC"),
+    SIZES("read_after_free", read_after_free, "MMMM", "MMMM", "MMMM", "MMMM", "MMCC"),
     SIZES("realloc_after_free", realloc_after_free, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
     SIZES("delete_array_as_scalar", delete_array_as_scalar, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
     SIZES("delete_scalar_as_array", delete_scalar_as_array, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),

@@ -25,15 +25,27 @@ static COLD NOINLINE __attribute__((unused)) void huge_fatal_unlock(heap_t *ph, 
   locus_fatal(call, what, p);
 }
 
-/* HUGE_RELEASE (with QUARANTINE): a run waiting in the ring is sealed, made inaccessible, so a
- * read or write after free faults at once (and the word before the object, its header in
- * glibc's terms, is no longer writable); leaving the ring it is accessible again. Its pages
- * stay resident, as they did in the ring before (at most HUGE_RUN_QUARANTINE_BYTES): a discard
- * would cost a madvise per free and a page fault per page at the run's next use. One mprotect
- * when the run enters the ring, one when it leaves. Where the kernel refuses (the mapping
- * limit), the run is poisoned instead. */
+/* HUGE_RELEASE (with QUARANTINE): some runs of HUGE_SEAL_MIN or more waiting in the ring are
+ * sealed, made inaccessible, so a read or write after free faults at once; leaving the ring
+ * a run is accessible again. Which: every run bigger than any sealed before (glibc maps
+ * objects of 128 KiB and more on their own and unmaps them on free, raising that threshold to
+ * the size of each one freed: the same guarantee, a fault at the first use after free of each
+ * new size), and one in HUGE_SEAL_EVERY of the others. Sealing each one (two mprotects, each
+ * a TLB shootdown in a threaded program) made xthreads 2-4x slower. The pages stay resident,
+ * as they did in the ring before (at most HUGE_RUN_QUARANTINE_BYTES): a discard would cost a
+ * madvise per free and a page fault per page at the run's next use. A run not sealed (or one
+ * the kernel refuses to seal: the mapping limit) is poisoned instead, checked when it leaves
+ * the ring, and the word before it (its header, in glibc's terms) is checked at every huge
+ * allocation while it waits (huge_run_ring_check). Caller holds the page lock. */
+#define HUGE_SEAL_MIN (128u << 10)
+#define HUGE_SEAL_EVERY 8
+static size_t huge_sealed_max;    /* the biggest run sealed so far (under any page lock: a race
+                                     only seals one run more or less) */
+static unsigned huge_seal_tick;
 static bool huge_run_seal(desc_t *r) {
-  if (!mitigation(HUGE_RELEASE)) return false;
+  if (!mitigation(HUGE_RELEASE) || desc_bytes(r) < HUGE_SEAL_MIN) return false;
+  if (desc_bytes(r) > huge_sealed_max) huge_sealed_max = desc_bytes(r);
+  else if (++huge_seal_tick % HUGE_SEAL_EVERY) return false;
   char *start = desc_start(r);
   size_t bytes = desc_bytes(r);
   if (OS_CALL(mprotect(start, bytes, PROT_NONE)) != 0) return false;
@@ -97,6 +109,20 @@ static void huge_run_free(heap_t *ph, desc_t *r, void *p, const char *call) {
   pages_shared_decay(now);
 }
 
+/* The canary before each unsealed run in ph's ring: glibc finds an overwritten header of a
+ * freed chunk at the next malloc that looks at its bin; this is that check (QUARANTINE with
+ * CANARIES, at each huge allocation: at most HUGE_RUN_QUARANTINE words). */
+static void huge_run_ring_check(heap_t *ph) {
+  if (!mitigation(QUARANTINE) || !mitigation(CANARIES)) return;
+  lock_acquire(&ph->pages_lock);
+  for (unsigned i = 0; i < HUGE_RUN_QUARANTINE; i++) {
+    desc_t *r = huge_run_ring(ph)->ring[i];
+    if (r && !(r->flags & FLAG_SEALED) && !big_canary_ok(huge_user(r) - 16))
+      huge_fatal_unlock(ph, "malloc()", "heap corrupted (canary overwritten) before the freed object", huge_user(r));
+  }
+  lock_release(&ph->pages_lock);
+}
+
 /* Empties ph's ring (purge). */
 static void huge_run_quarantine_flush(heap_t *ph) {
   if (!mitigation(QUARANTINE)) return;
@@ -119,6 +145,7 @@ static NOINLINE void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero
   bool clean;
   /* From the shared huge-run heap (state.h), unless a fork caught it mid-update (child). */
   heap_t *ph = huge_heap && !huge_heap->fork_broken ? huge_heap : h;
+  huge_run_ring_check(ph);
   desc_t *r = pages_alloc(ph, pages, align > os_page_size ? align >> os_page_shift : 1, &clean);
   if (!r) return alloc_failed();
   r->kind = KIND_HUGE;
