@@ -239,6 +239,15 @@ static UNUSED ALWAYS_INLINE int design_bounds(desc_t *d, const char *a, const ch
   }
   if (d->kind != KIND_VAM_LARGE) return BOUNDS_NONE;
   const char *last = base + desc_bytes(d) - CHUNK_HEADER;   /* the sentinel */
+  /* Most copies start at an object's start (a memset after malloc): its header is just
+   * before it, checked by the cookie, no walk needed. */
+  const chunk_t *h = (const chunk_t *)(a - CHUNK_HEADER);
+  if (((uintptr_t)a & 15) == 0 && (const char *)h >= base && chunk_valid(h) &&
+      (h->size & (CHUNK_INUSE | CHUNK_ALIAS)) == CHUNK_INUSE && a + chunk_size(h) - CHUNK_HEADER <= last) {
+    *start = a;
+    *end = a + chunk_size(h) - CHUNK_HEADER;
+    return BOUNDS_OBJECT;
+  }
   for (const chunk_t *c = (const chunk_t *)base; (const char *)c < last;) {
     if (!chunk_valid(c) || chunk_size(c) < LARGE_MIN_SPLIT) return BOUNDS_UNKNOWN;
     const char *next = (const char *)c + chunk_size(c);
