@@ -13,7 +13,7 @@
 
 use core::ffi::{c_char, c_int, c_void};
 
-/// `locus_stats_t`: counters summed over all heaps (layout version 4; see locus.h).
+/// `locus_stats_t`: counters summed over all heaps (layout version 5; see locus.h).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct locus_stats_t {
@@ -43,10 +43,11 @@ pub struct locus_stats_t {
     pub hint_same_page: u64,
     pub hint_same_line: u64,
     pub hint_same_kregion: u64,
+    pub os_calls: u64,
 }
 
 /// The layout version of [`locus_stats_t`] these bindings describe.
-pub const LOCUS_STATS_VERSION: u64 = 4;
+pub const LOCUS_STATS_VERSION: u64 = 5;
 
 /// `locus_region_t`: an opaque region (arena with per-object free).
 #[repr(C)]
