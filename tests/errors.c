@@ -243,10 +243,12 @@ static locus_api_t api;
 /* Whether variant is one of the comma-separated names in list. */
 static int variant_listed(const char *variant, const char *list) {
   size_t n = strlen(variant);
-  for (const char *s = list; *s; s += strcspn(s, ",") + (s[strcspn(s, ",")] == ',')) {
-    if (strcspn(s, ",") == n && strncmp(s, variant, n) == 0) return 1;
+  for (const char *s = list;; s++) {
+    size_t len = strcspn(s, ",");
+    if (len == n && strncmp(s, variant, n) == 0) return 1;
+    s += len;
+    if (!*s) return 0;
   }
-  return 0;
 }
 
 static int run_case(const error_case_t *c, int want_message) {

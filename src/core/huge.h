@@ -39,13 +39,15 @@ static COLD NOINLINE __attribute__((unused)) void huge_fatal_unlock(heap_t *ph, 
  * allocation while it waits (huge_run_ring_check). Caller holds the page lock. */
 #define HUGE_SEAL_MIN (128u << 10)
 #define HUGE_SEAL_EVERY 8
-static size_t huge_sealed_max;    /* the biggest run sealed so far (under any page lock: a race
-                                     only seals one run more or less) */
+static size_t huge_sealed_max;    /* the biggest run sealed so far (relaxed: runs of different
+                                     page managers race, and one run more or less is sealed) */
 static unsigned huge_seal_tick;
 static bool huge_run_seal(desc_t *r) {
   if (!mitigation(HUGE_RELEASE) || desc_bytes(r) < HUGE_SEAL_MIN) return false;
-  if (desc_bytes(r) > huge_sealed_max) huge_sealed_max = desc_bytes(r);
-  else if (++huge_seal_tick % HUGE_SEAL_EVERY) return false;
+  if (desc_bytes(r) > __atomic_load_n(&huge_sealed_max, __ATOMIC_RELAXED))
+    __atomic_store_n(&huge_sealed_max, desc_bytes(r), __ATOMIC_RELAXED);
+  else if (__atomic_add_fetch(&huge_seal_tick, 1, __ATOMIC_RELAXED) % HUGE_SEAL_EVERY)
+    return false;
   char *start = desc_start(r);
   size_t bytes = desc_bytes(r);
   if (OS_CALL(mprotect(start, bytes, PROT_NONE)) != 0) return false;
@@ -114,6 +116,7 @@ static void huge_run_free(heap_t *ph, desc_t *r, void *p, const char *call) {
  * CANARIES, at each huge allocation: at most HUGE_RUN_QUARANTINE words). */
 static void huge_run_ring_check(heap_t *ph) {
   if (!mitigation(QUARANTINE) || !mitigation(CANARIES)) return;
+  if (!__atomic_load_n(&huge_run_ring(ph)->bytes, __ATOMIC_RELAXED)) return;   /* nothing waits */
   lock_acquire(&ph->pages_lock);
   for (unsigned i = 0; i < HUGE_RUN_QUARANTINE; i++) {
     desc_t *r = huge_run_ring(ph)->ring[i];

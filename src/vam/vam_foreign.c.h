@@ -37,6 +37,7 @@ typedef struct vam_transfer {
 } vam_transfer_t;
 static vam_transfer_t vam_transfer[VAM_MAX_CLASSES];
 static _Atomic uint64_t vam_transfer_swept_ms;
+static bool vam_transfer_used;   /* a batch was ever given: until then the sweep reads no clock */
 
 /* Batches class cls may hold. */
 static inline unsigned vam_transfer_cap(unsigned cls) {
@@ -61,6 +62,7 @@ static bool vam_transfer_give(unsigned cls, void *batch) {
     __atomic_store_n(&t->n, t->n + 1, __ATOMIC_RELEASE);
   }
   lock_release(&t->lock);
+  if (room && !__atomic_load_n(&vam_transfer_used, __ATOMIC_RELAXED)) __atomic_store_n(&vam_transfer_used, true, __ATOMIC_RELAXED);
   return room;
 }
 
@@ -97,7 +99,7 @@ static void vam_foreign_send_home(heap_t *h, unsigned c, void *p) {
  * counting them. Runs at most once a period, from the discard policy's calls
  * (vam_block_empty), and at purge. */
 static void vam_transfer_sweep(heap_t *h, bool all) {
-  if (!cfg_transfer || h == &heap_empty) return;
+  if (!cfg_transfer || h == &heap_empty || !__atomic_load_n(&vam_transfer_used, __ATOMIC_RELAXED)) return;
   if (!all) {
     uint64_t now = now_ms(), last = atomic_load_explicit(&vam_transfer_swept_ms, memory_order_relaxed);
     if (now - last < opt.decay_ms || !atomic_compare_exchange_strong(&vam_transfer_swept_ms, &last, now)) return;
@@ -132,6 +134,16 @@ static ALWAYS_INLINE void vam_foreign_push(heap_t *me, desc_t *b, void *p, const
   me->d.frees[cls]++;
 }
 
+/* Takes h's foreign-object cache of class c off its list and empties it; returns its list. */
+static void *vam_foreign_detach(heap_t *h, unsigned c) {
+  desc_t *f = &h->d.foreign[c];
+  void *list = f->u.blk.free;
+  list_unlink(&h->d.avail[c], f);
+  f->u.blk.free = NULL;
+  f->used = 0;
+  return list;
+}
+
 static inline bool vam_foreign_full(heap_t *me, desc_t *b) {
   return (uint16_t)(0 - me->d.foreign[b->cls].used) >= VAM_FOREIGN_MAX;
 }
@@ -147,14 +159,11 @@ static NOINLINE void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, voi
     return;
   }
   if (vam_foreign_full(me, b)) {
-    desc_t *f = &me->d.foreign[b->cls];
-    if (!cfg_transfer || !vam_transfer_give(b->cls, f->u.blk.free)) {
+    if (!cfg_transfer || !vam_transfer_give(b->cls, me->d.foreign[b->cls].u.blk.free)) {
       free_foreign_home(h, b, p, call);
       return;
     }
-    list_unlink(&me->d.avail[b->cls], f);
-    f->u.blk.free = NULL;
-    f->used = 0;
+    vam_foreign_detach(me, b->cls);   /* (the list is the batch's now) */
   }
   vam_foreign_push(me, b, p, call);
 }
@@ -189,13 +198,6 @@ static desc_t *vam_foreign_refill(heap_t *h, unsigned cls) {
 /* Sends every object of h's foreign-object cache home (thread exit, purge). */
 static void vam_foreign_flush(heap_t *h) {
   if (!cfg_foreign_cache) return;
-  for (unsigned c = 0; c < vam_nclasses; c++) {
-    desc_t *f = &h->d.foreign[c];
-    void *p = f->u.blk.free;
-    if (!p) continue;
-    list_unlink(&h->d.avail[c], f);
-    f->u.blk.free = NULL;
-    f->used = 0;
-    vam_foreign_send_home(h, c, p);
-  }
+  for (unsigned c = 0; c < vam_nclasses; c++)
+    if (h->d.foreign[c].u.blk.free) vam_foreign_send_home(h, c, vam_foreign_detach(h, c));
 }
