@@ -1,6 +1,7 @@
 /* design_vam.c — tests that fail if a named mechanism of the Vam design breaks.
  * Run with LD_PRELOAD of a vam library (liblocus.so or a vam variant). Sections:
- *   reap_order      bump allocation inside a block, then the block's own free list (LIFO)
+ *   reap_order      bump allocation inside a block, then the block's own free list (LIFO);
+ *                   the flagship's thread cache (its last freed objects) before both
  *   front_move      a free into a full block moves it to the front of the available list
  *   coalescing      freed neighbouring large objects merge; best fit finds the merged chunk
  *   split_runt      a large object placed in a bigger free chunk gives back a rest smaller
@@ -35,6 +36,7 @@ static size_t page;
 #define TEST_SKIP_NOW(why) do { test_note("skip: %s\n", why); return; } while (0)
 
 static bool bitmap_variant, weak_variant, header_variant, sites_variant;
+static bool thread_cache;   /* the flagship's thread cache is on (vam.h) */
 static const char *variant_name;
 static int (*stats_get)(locus_stats_t *);
 static size_t (*purge)(void);
@@ -70,12 +72,20 @@ static void t_reap_order(void) {
   size_t slot = (size_t)(a[1] - a[0]);
   CHECKF(slot >= REAP_SIZE && slot <= REAP_SIZE + 16, "slot %zu", slot);
   for (int i = 1; i < N; i++) CHECKF(a[i] - a[i - 1] == (ptrdiff_t)slot, "bump order broken at %d", i);
-  /* Freed objects are not reused while the block still has bump space. */
+  /* Freed objects are not reused while the block still has bump space (with the thread
+   * cache: not after the cache's own, which come first, most recent first). */
   free(a[3]);
   free(a[5]);
   char *next = malloc(REAP_SIZE);
   if (bitmap_variant) {   /* vam-bitmap: the first free slot by bitmap search instead */
     CHECKF(next == a[3], "bitmap search should return the first free slot");
+    return;
+  }
+  if (thread_cache) {
+    CHECKF(next == a[5], "the thread cache should hand out the last freed object first: got %p", (void *)next);
+    CHECK(malloc(REAP_SIZE) == a[3]);
+    next = malloc(REAP_SIZE);
+    CHECKF(next == a[N - 1] + slot, "after the cached objects, allocation should bump: got %p", (void *)next);
     return;
   }
   CHECKF(next == a[N - 1] + slot, "after frees, allocation should bump: got %p", (void *)next);
@@ -464,6 +474,8 @@ int main(int argc, char **argv) {
   header_variant = !strcmp(variant(), "vam-header");
   sites_variant = !strcmp(variant(), "vam-sites");
   variant_name = variant();
+  const char *tcache = getenv("LOCUS_TCACHE");
+  thread_cache = !bitmap_variant && !header_variant && !sites_variant && !immediate() && !(tcache && !strcmp(tcache, "0"));
   stats_get = (int (*)(locus_stats_t *))dlsym(RTLD_DEFAULT, "locus_stats_get");
   purge = (size_t (*)(void))dlsym(RTLD_DEFAULT, "locus_purge");
   locus_check = (int (*)(void))dlsym(RTLD_DEFAULT, "locus_check_heap");

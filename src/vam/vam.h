@@ -184,6 +184,31 @@ typedef struct vam_quarantine {
   uintptr_t poison_sink[2];      /* holds POISON_WORD: where the poison outside an object goes */
 } vam_quarantine_t;
 
+/* The thread cache (flagship and debug builds: the fast free path's blocks, no site groups, not
+ * the secure build), glibc's tcache and tcmalloc's thread cache in front of Vam's blocks: per
+ * class a stack of up to VAM_TCACHE_SLOTS objects this heap freed (at most VAM_TCACHE_BYTES of
+ * them), which malloc hands out first, most recent first. A pair of malloc and free then
+ * touches no block: no list push or pop, no count, no move of a block that was full to the
+ * front of its list and back off it (three quarters of churn's frees did that). What does not
+ * change: free's checks all come first (segment map, slot test, bump bound, marker), and an
+ * object in the cache holds the free marker, so a second free of it is caught like any other.
+ * Invariants: tbin[c].slot <= top <= limit <= slot + VAM_TCACHE_SLOTS; slot[0 .. top-1] are
+ * distinct slots of this heap's blocks of class c, handed out before (below the bump pointer),
+ * counted in use there (the block's used), each holding the free marker; the statistics count
+ * them freed. A full stack sends its older half to their blocks (vam_tcache_spill); thread
+ * exit and purge send them all (vam_tcache_flush). The immediate discard policy has none
+ * (limit == slot): it gives blocks back the moment they empty. */
+#define VAM_TCACHE_SLOTS 14
+#define VAM_TCACHE_BYTES 2048
+/* One class's stack: 128 bytes, aligned to 128, so that its bottom is the bin's own address and
+ * malloc's emptiness test is one test of top's low bits, with no count or base to load. */
+typedef struct __attribute__((aligned(128))) vam_tbin {
+  void *slot[VAM_TCACHE_SLOTS];
+  void **top;          /* &slot[count]: the next entry a free fills (heap_empty: NULL, empty) */
+  void **limit;        /* &slot[cap] */
+} vam_tbin_t;
+_Static_assert(sizeof(vam_tbin_t) == 128, "a thread-cache bin is 128 bytes");
+
 typedef struct design_heap {
   desc_t *avail[VAM_MAX_CLASSES];
   /* Block objects handed out and freed, per class: statistics (design_stats) derive calls and
@@ -212,6 +237,7 @@ typedef struct design_heap {
   uint64_t foreign_flushed;      /* cached foreign objects sent home (counted as a malloc and a
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
+  vam_tbin_t tbin[VAM_MAX_CLASSES];   /* the thread cache (above) */
   /* The protections' state, each only when its bit is on (mitigations.h), reached only
    * through the accessors at the top of vam_block.c.h. */
 #if MITIGATION(KEYED_LINKS)

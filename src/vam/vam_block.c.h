@@ -48,6 +48,7 @@ static void design_global_init(void) {
 }
 
 static inline size_t vam_slot_size(unsigned cls);
+static void vam_tcache_init(heap_t *h);
 
 static void design_heap_init(heap_t *h) {
   for (unsigned c = 0; c < VAM_MAX_CLASSES; c++) {
@@ -61,6 +62,7 @@ static void design_heap_init(heap_t *h) {
   if (mitigation(KEYED_LINKS)) *vam_link_key_of(h) = vam_mix(vam_secret ^ (uintptr_t)h);
   if (mitigation(RANDOM_ORDER)) vam_random_of(h)->rng = vam_mix(vam_mix(vam_secret ^ (uintptr_t)h) + 1);
   if (mitigation(QUARANTINE)) vam_quarantine_of(h)->poison_sink[0] = vam_quarantine_of(h)->poison_sink[1] = POISON_WORD;
+  vam_tcache_init(h);
 }
 
 /* ---- block lists (ending at h->d.none, see vam.h) ------------------------------------------ */

@@ -14,7 +14,9 @@ static VAM_ALLOC_INLINE void *vam_alloc(heap_t *h, size_t size, bool zero) {
   if (likely(size <= VAM_MEDIUM_MAX)) {
     unsigned cls = sizeclass_of(&vam_classes, size);
     if (cfg_sites) cls += vam_site_offset(h, (uintptr_t)__builtin_return_address(0));
-    void *p = vam_block_take(h, h->d.avail[cls], cls, zero);
+    void *p;
+    if (cfg_tcache && likely((p = vam_tcache_take(h, cls, zero)) != NULL)) return p;
+    p = vam_block_take(h, h->d.avail[cls], cls, zero);
     return likely(p != NULL) ? p : vam_alloc_slow(size, zero, h);
   }
   if (size <= VAM_LARGE_MAX) return vam_alloc_large(h, size, zero);
@@ -161,14 +163,20 @@ static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const cha
   uintptr_t *w = p, marker = free_marker(p);
   if (unlikely((char *)p >= b->u.blk.bump)) { vam_free_unbumped(b, p, p, call); return; }
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
-  vam_slot_push(h, b, p, marker);
+  if (!cfg_tcache) vam_slot_push(h, b, p, marker);
+  else if (unlikely(!vam_tcache_put(h, b->cls, p, marker))) vam_tcache_spill(h, b, p, marker);
 }
 
-/* Slot p (checked) goes onto its block's list. */
+/* Slot p (checked) goes onto its block's list, counted freed. */
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
+  h->d.frees[b->cls]++;
+  vam_block_put(h, b, p, marker);
+}
+
+/* Slot p (checked, already counted freed) goes onto its block's list. */
+static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
   void *head = vam_slot_list(h, b, p, marker);
   unsigned cls = b->cls;
-  h->d.frees[cls]++;
   /* A full block moves to the front of its class's list. (Written without a branch, like the
    * retire in vam_block_take, it made mixed-size churn 8% faster but same-size batches 10%
    * slower: three unconditional stores to two descriptors per free.) */

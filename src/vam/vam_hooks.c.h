@@ -85,6 +85,7 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
 }
 
 static void design_release_spares(heap_t *h) {
+  vam_tcache_flush(h);
   vam_quarantine_flush(h);
   vam_foreign_flush(h);
   for (unsigned c = 0; c < vam_nclasses; c++) {
@@ -174,6 +175,15 @@ static size_t design_check(heap_t *h) {
       listed++;
     }
     CHECK(spare_listed && (!spare || (spare->kind == KIND_VAM_BLOCK && spare->cls == c)));
+    vam_tbin_t *t = &h->d.tbin[c];   /* the thread cache */
+    CHECK(t->top >= t->slot && t->top <= t->limit && t->limit <= t->slot + VAM_TCACHE_SLOTS);
+    for (unsigned i = 0; i < vam_tcache_count(t) && i < VAM_TCACHE_SLOTS; i++) {
+      char *p = t->slot[i];
+      segment_t *s = segment_of(p);
+      desc_t *b = desc_head(s, p);
+      CHECK(s->heap == h && b->kind == KIND_VAM_BLOCK && b->cls == c && p < b->u.blk.bump && b->used > 0);
+      CHECK(vam_slot_of(b, (size_t)(p - desc_start(b))) >= 0 && ((uintptr_t *)p)[1] == free_marker(p));
+    }
   }
   for (unsigned c = 0; c < vam_classes.count; c++) {
     desc_t *b = h->d.hint_block[c];

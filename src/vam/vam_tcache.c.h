@@ -1,0 +1,113 @@
+/* vam_tcache.c.h — the thread cache (vam.h): the objects this heap freed last, per class, which
+ * malloc hands out first. Taking one and putting one back touch only the heap's own arrays;
+ * the blocks see the objects again when a full stack spills its older half, at thread exit
+ * and at purge. */
+
+#define VAM_TCACHE (!LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP && !LOCUS_VAM_SITES && !(LOCUS_MITIGATIONS & MIT_BLOCKS))
+static const bool cfg_tcache = VAM_TCACHE;
+
+/* The objects of class cls a heap's thread cache may hold: only classes whose slots the free
+ * fast path serves (a marker word: 16 B and more), VAM_TCACHE_BYTES of them, at least 2; none
+ * under the immediate discard policy or LOCUS_TCACHE=0. */
+static unsigned vam_tcache_cap(unsigned cls) {
+  size_t slot = vam_slot_size(cls);
+  if (!cfg_tcache || !opt.tcache || opt.discard == DISCARD_IMMEDIATE || !vam_recip(slot)) return 0;
+  size_t cap = VAM_TCACHE_BYTES / slot;
+  return (unsigned)(cap < 2 ? 2 : cap > VAM_TCACHE_SLOTS ? VAM_TCACHE_SLOTS : cap);
+}
+
+static void vam_tcache_init(heap_t *h) {
+  for (unsigned c = 0; c < vam_nclasses; c++) {
+    vam_tbin_t *t = &h->d.tbin[c];
+    t->top = t->slot;
+    t->limit = t->slot + vam_tcache_cap(c);
+  }
+}
+
+static inline unsigned vam_tcache_count(const vam_tbin_t *t) {
+  return t->top ? (unsigned)(t->top - t->slot) : 0;
+}
+
+/* The most recently cached object of class cls, marker cleared, or NULL. */
+static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, unsigned cls, bool zero) {
+  vam_tbin_t *t = &h->d.tbin[cls];
+  void **top = t->top;
+  if (!((uintptr_t)top & (sizeof(vam_tbin_t) - 1))) return NULL;   /* at the bin's start: empty */
+  uintptr_t *p = *--top;
+  t->top = top;
+  p[1] = 0;
+  h->d.allocs[cls]++;
+  if (zero) memset(p, 0, vam_slot_size(cls));
+  return p;
+}
+
+/* Caches slot p (checked: handed out, not free) of class cls, marked free; false if the
+ * class's stack is full. */
+static ALWAYS_INLINE bool vam_tcache_put(heap_t *h, unsigned cls, void *p, uintptr_t marker) {
+  vam_tbin_t *t = &h->d.tbin[cls];
+  void **top = t->top;
+  if (unlikely(top >= t->limit)) return false;
+  ((uintptr_t *)p)[1] = marker;
+  *top = p;
+  t->top = top + 1;
+  h->d.frees[cls]++;
+  return true;
+}
+
+static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t marker);
+static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
+
+/* The cached objects slot[0 .. k-1] of class cls go back to their blocks (freed, as counted
+ * already), the rest moves down. */
+static void vam_tcache_return(heap_t *h, unsigned cls, unsigned k) {
+  vam_tbin_t *t = &h->d.tbin[cls];
+  unsigned n = vam_tcache_count(t);
+  void *out[VAM_TCACHE_SLOTS];   /* off the stack first: a block that empties runs the checks */
+  memcpy(out, t->slot, k * sizeof(void *));
+  memmove(t->slot, t->slot + k, (n - k) * sizeof(void *));
+  t->top = t->slot + (n - k);
+  for (unsigned i = 0; i < k; i++) {
+    desc_t *page = desc_of_page(segment_of(out[i]), out[i]);
+    vam_block_put(h, page - page->back, out[i], free_marker(out[i]));
+  }
+}
+
+/* Slot p of block b did not fit in the full stack of its class: the older half of the stack
+ * goes back to the blocks and p is cached (under the immediate policy, no stack, p goes to
+ * its block). */
+static NOINLINE void vam_tcache_spill(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
+  unsigned cls = b->cls;
+  vam_tbin_t *t = &h->d.tbin[cls];
+  if (t->limit == t->slot) {
+    vam_slot_push(h, b, p, marker);
+    return;
+  }
+  vam_tcache_return(h, cls, (vam_tcache_count(t) + 1) / 2);
+  vam_tcache_put(h, cls, p, marker);
+}
+
+/* Every cached object back to its block (thread exit, purge). */
+static void vam_tcache_flush(heap_t *h) {
+  if (!cfg_tcache) return;
+  for (unsigned c = 0; c < vam_nclasses; c++) vam_tcache_return(h, c, vam_tcache_count(&h->d.tbin[c]));
+}
+
+/* Allocation near a hint (vam_hints.c.h): a cached object of class cls on the hint's page if
+ * there is one (taken out of the stack's order); else NULL, and the class's cached objects go
+ * back to their blocks, so that the hint's block and its neighbours see their freed slots. */
+static void *vam_tcache_take_near(heap_t *h, unsigned cls, const void *hint, bool zero) {
+  vam_tbin_t *t = &h->d.tbin[cls];
+  unsigned n = vam_tcache_count(t);
+  for (unsigned i = n; i-- > 0;) {
+    uintptr_t *p = t->slot[i];
+    if (((uintptr_t)p ^ (uintptr_t)hint) >> os_page_shift) continue;
+    t->slot[i] = t->slot[n - 1];
+    t->top--;
+    p[1] = 0;
+    h->d.allocs[cls]++;
+    if (zero) memset(p, 0, vam_slot_size(cls));
+    return p;
+  }
+  vam_tcache_return(h, cls, n);
+  return NULL;
+}
