@@ -1,7 +1,7 @@
 /* vam_tcache.c.h — the thread cache (vam.h): the objects this heap freed last, per class, which
  * malloc hands out first. Taking one and putting one back touch only the heap's own arrays;
- * the blocks see the objects again when a full stack spills its older half, at thread exit
- * and at purge. */
+ * a free that finds its class's stack full goes to its block as without the cache, and the
+ * blocks get the cached objects back at thread exit, at purge, and for a hinted allocation. */
 
 #define VAM_TCACHE (!LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP && !LOCUS_VAM_SITES && !(LOCUS_MITIGATIONS & MIT_BLOCKS))
 static const bool cfg_tcache = VAM_TCACHE;
@@ -55,7 +55,6 @@ static ALWAYS_INLINE bool vam_tcache_put(heap_t *h, unsigned cls, void *p, uintp
 }
 
 static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t marker);
-static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 
 /* The cached objects slot[0 .. k-1] of class cls go back to their blocks (freed, as counted
  * already), the rest moves down. */
@@ -70,20 +69,6 @@ static void vam_tcache_return(heap_t *h, unsigned cls, unsigned k) {
     desc_t *page = desc_of_page(segment_of(out[i]), out[i]);
     vam_block_put(h, page - page->back, out[i], free_marker(out[i]));
   }
-}
-
-/* Slot p of block b did not fit in the full stack of its class: the older half of the stack
- * goes back to the blocks and p is cached (under the immediate policy, no stack, p goes to
- * its block). */
-static NOINLINE void vam_tcache_spill(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
-  unsigned cls = b->cls;
-  vam_tbin_t *t = &h->d.tbin[cls];
-  if (t->limit == t->slot) {
-    vam_slot_push(h, b, p, marker);
-    return;
-  }
-  vam_tcache_return(h, cls, (vam_tcache_count(t) + 1) / 2);
-  vam_tcache_put(h, cls, p, marker);
 }
 
 /* Every cached object back to its block (thread exit, purge). */
