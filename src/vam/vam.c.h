@@ -3,9 +3,9 @@
  * src/core/locus.c.h), in this order: */
 #include "vam_block.c.h"
 #include "vam_harden.c.h"
+#include "vam_tcache.c.h"
 #include "vam_foreign.c.h"
 #include "vam_slot.c.h"
-#include "vam_tcache.c.h"
 #include "vam_large.c.h"
 #include "vam_free.c.h"
 #include "vam_hints.c.h"

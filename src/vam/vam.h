@@ -192,15 +192,18 @@ typedef struct vam_quarantine {
  * front of its list and back off it (three quarters of churn's frees did that). What does not
  * change: free's checks all come first (segment map, slot test, bump bound, marker), and an
  * object in the cache holds the free marker, so a second free of it is caught like any other.
+ * Other heaps' objects that this thread frees go into it too, before the foreign-object cache:
+ * the thread reuses them, hot in its cache, whoever allocated them (a server's successor
+ * thread frees mostly what its predecessor allocated).
  * Invariants: tbin[c].slot <= top <= limit <= slot + VAM_TCACHE_SLOTS; slot[0 .. top-1] are
- * distinct slots of this heap's blocks of class c, handed out before (below the bump pointer),
- * counted in use there (the block's used), each holding the free marker; the statistics count
- * them freed. A free that finds the stack full goes to its block (glibc's tcache does the
+ * distinct slots of blocks of class c (of this heap, or of another heap's, which go back the
+ * foreign way), handed out before (below the bump pointer), counted in use there (the block's
+ * used), each holding the free marker; the statistics count them freed. A free that finds the stack full goes to its block (glibc's tcache does the
  * same: sending half the stack back instead cost bench/batches 30% and churn more
  * instructions); thread exit and purge send them all back (vam_tcache_flush). The immediate
  * discard policy and LOCUS_TCACHE=0 have none (limit == slot). */
 #define VAM_TCACHE_SLOTS 14
-#define VAM_TCACHE_BYTES 2048
+#define VAM_TCACHE_BYTES 8192
 /* One class's stack: 128 bytes, aligned to 128, so that its bottom is the bin's own address and
  * malloc's emptiness test is one test of top's low bits, with no count or base to load. */
 typedef struct __attribute__((aligned(128))) vam_tbin {

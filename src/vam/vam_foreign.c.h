@@ -175,6 +175,8 @@ static ALWAYS_INLINE void vam_foreign_free(heap_t *me, heap_t *h, desc_t *page, 
   desc_t *b = page - page->back;
   if (!cfg_foreign_cache || !slot_multiple(vam_run_offset(page, p), page->aux) || unlikely((char *)p >= b->u.blk.end))
     free_foreign_home(h, page, p, call);   /* checked and reported there */
+  else if (cfg_tcache && likely(vam_tcache_put_foreign(me, b->cls, p, call)))
+    return;
   else if (unlikely(me == &heap_empty) || unlikely(vam_foreign_full(me, b)))
     vam_foreign_keep_slow(me, h, b, p, call);
   else

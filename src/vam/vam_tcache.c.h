@@ -54,7 +54,21 @@ static ALWAYS_INLINE bool vam_tcache_put(heap_t *h, unsigned cls, void *p, uintp
   return true;
 }
 
+/* The same for slot p of another heap's block (the foreign-object cache's checks passed but
+ * the marker's): a marker already there is a double free. */
+static ALWAYS_INLINE bool vam_tcache_put_foreign(heap_t *me, unsigned cls, void *p, const char *call) {
+  vam_tbin_t *t = &me->d.tbin[cls];
+  void **top = t->top;
+  if (unlikely(top >= t->limit)) return false;   /* (heap_empty: NULL, NULL) */
+  marker_free_remote((uintptr_t *)p + 1, free_marker(p), p, call);
+  *top = p;
+  t->top = top + 1;
+  me->d.frees[cls]++;
+  return true;
+}
+
 static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t marker);
+static void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, void *p, const char *call);
 
 /* The cached objects slot[0 .. k-1] of class cls go back to their blocks (freed, as counted
  * already), the rest moves down. */
@@ -66,8 +80,15 @@ static void vam_tcache_return(heap_t *h, unsigned cls, unsigned k) {
   memmove(t->slot, t->slot + k, (n - k) * sizeof(void *));
   t->top = t->slot + (n - k);
   for (unsigned i = 0; i < k; i++) {
-    desc_t *page = desc_of_page(segment_of(out[i]), out[i]);
-    vam_block_put(h, page - page->back, out[i], free_marker(out[i]));
+    segment_t *s = segment_of(out[i]);
+    desc_t *page = desc_of_page(s, out[i]);
+    if (likely(s->heap == h)) {
+      vam_block_put(h, page - page->back, out[i], free_marker(out[i]));
+    } else {   /* another heap's: freed again the foreign way (which marks and counts it) */
+      ((uintptr_t *)out[i])[1] = 0;
+      h->d.frees[cls]--;
+      vam_foreign_keep_slow(h, s->heap, page - page->back, out[i], "free()");
+    }
   }
 }
 
