@@ -202,6 +202,8 @@ typedef struct vam_quarantine {
  * same: sending half the stack back instead cost bench/batches 30% and churn more
  * instructions); thread exit and purge send them all back (vam_tcache_flush). The immediate
  * discard policy and LOCUS_TCACHE=0 have none (limit == slot). */
+#define VAM_TCACHE (!LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP && !LOCUS_VAM_SITES && !(LOCUS_MITIGATIONS & MIT_BLOCKS))
+static const bool cfg_tcache = VAM_TCACHE;
 #define VAM_TCACHE_SLOTS 14
 #define VAM_TCACHE_BYTES 8192
 /* One class's stack: 128 bytes, aligned to 128, so that its bottom is the bin's own address and

@@ -3,9 +3,6 @@
  * a free that finds its class's stack full goes to its block as without the cache, and the
  * blocks get the cached objects back at thread exit, at purge, and for a hinted allocation. */
 
-#define VAM_TCACHE (!LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP && !LOCUS_VAM_SITES && !(LOCUS_MITIGATIONS & MIT_BLOCKS))
-static const bool cfg_tcache = VAM_TCACHE;
-
 /* The objects of class cls a heap's thread cache may hold: only classes whose slots the free
  * fast path serves (a marker word: 16 B and more), VAM_TCACHE_BYTES of them, at least 2; none
  * under the immediate discard policy or LOCUS_TCACHE=0. */
