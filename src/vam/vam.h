@@ -204,7 +204,7 @@ typedef struct vam_quarantine {
  * discard policy and LOCUS_TCACHE=0 have none (limit == slot). */
 #define VAM_TCACHE (!LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP && !LOCUS_VAM_SITES && !(LOCUS_MITIGATIONS & MIT_BLOCKS))
 static const bool cfg_tcache = VAM_TCACHE;
-#define VAM_TCACHE_SLOTS 14
+#define VAM_TCACHE_SLOTS 12
 #define VAM_TCACHE_BYTES 8192
 /* One class's stack: 128 bytes, aligned to 128, so that its bottom is the bin's own address and
  * malloc's emptiness test is one test of top's low bits, with no count or base to load. */
@@ -212,6 +212,8 @@ typedef struct __attribute__((aligned(128))) vam_tbin {
   void *slot[VAM_TCACHE_SLOTS];
   void **top;          /* &slot[count]: the next entry a free fills (heap_empty: NULL, empty) */
   void **limit;        /* &slot[cap] */
+  uint64_t allocs, frees;   /* objects handed out of it and put into it (statistics: in the bin's
+                               line, and no class index to scale, unlike the heap's counters) */
 } vam_tbin_t;
 _Static_assert(sizeof(vam_tbin_t) == 128, "a thread-cache bin is 128 bytes");
 

@@ -33,7 +33,7 @@ static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, unsigned cls, bool zero) {
   uintptr_t *p = *--top;
   t->top = top;
   p[1] = 0;
-  h->d.allocs[cls]++;
+  t->allocs++;
   if (zero) memset(p, 0, vam_slot_size(cls));
   return p;
 }
@@ -47,7 +47,7 @@ static ALWAYS_INLINE bool vam_tcache_put(heap_t *h, unsigned cls, void *p, uintp
   ((uintptr_t *)p)[1] = marker;
   *top = p;
   t->top = top + 1;
-  h->d.frees[cls]++;
+  t->frees++;
   return true;
 }
 
@@ -60,7 +60,7 @@ static ALWAYS_INLINE bool vam_tcache_put_foreign(heap_t *me, unsigned cls, void 
   marker_free_remote((uintptr_t *)p + 1, free_marker(p), p, call);
   *top = p;
   t->top = top + 1;
-  me->d.frees[cls]++;
+  t->frees++;
   return true;
 }
 
@@ -83,7 +83,7 @@ static void vam_tcache_return(heap_t *h, unsigned cls, unsigned k) {
       vam_block_put(h, page - page->back, out[i], free_marker(out[i]));
     } else {   /* another heap's: freed again the foreign way (which marks and counts it) */
       ((uintptr_t *)out[i])[1] = 0;
-      h->d.frees[cls]--;
+      t->frees--;
       vam_foreign_keep_slow(h, s->heap, page - page->back, out[i], "free()");
     }
   }
@@ -107,7 +107,7 @@ static void *vam_tcache_take_near(heap_t *h, unsigned cls, const void *hint, boo
     t->slot[i] = t->slot[n - 1];
     t->top--;
     p[1] = 0;
-    h->d.allocs[cls]++;
+    t->allocs++;
     if (zero) memset(p, 0, vam_slot_size(cls));
     return p;
   }
