@@ -29,7 +29,7 @@ static void design_global_init(void) {
    * VAM_MEDIUM_STEP apart above VAM_MEDIUM_FINE (as coarse as 1/9 of the size there). The
    * secure build has no 8-byte class: every slot holds a link and a marker word (the free fast
    * path's checks and the quarantine's poison need them). */
-  sizeclass_two_steps(&vam_classes, cfg_vam_hardened || VAM_TCACHE ? 16 : 8, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_FINE);
+  sizeclass_two_steps(&vam_classes, cfg_vam_hardened ? 16 : 8, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_FINE);
   sizeclass_extend(&vam_classes, VAM_MEDIUM_STEP, VAM_MEDIUM_MAX);
   vam_nclasses = vam_classes.count * (cfg_sites ? VAM_SITE_GROUPS : 1);
   if (vam_nclasses > VAM_MAX_CLASSES) {
