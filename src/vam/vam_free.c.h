@@ -163,7 +163,9 @@ static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const cha
   uintptr_t *w = p, marker = free_marker(p);
   if (unlikely((char *)p >= b->u.blk.bump)) { vam_free_unbumped(b, p, p, call); return; }
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
-  if (!cfg_tcache || unlikely(!vam_tcache_put(h, b->cls, p, marker))) vam_slot_push(h, b, p, marker);
+  /* (h is the thread's own heap but when another thread frees into an exited thread's heap
+   * (heap_collect under its lock): nothing may wait in that heap's cache) */
+  if (!cfg_tcache || unlikely(h != tl_heap) || unlikely(!vam_tcache_put(h, b->cls, p, marker))) vam_slot_push(h, b, p, marker);
 }
 
 /* Slot p (checked) goes onto its block's list, counted freed. */

@@ -67,32 +67,44 @@ static ALWAYS_INLINE bool vam_tcache_put_foreign(heap_t *me, unsigned cls, void 
 static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, void *p, const char *call);
 
-/* The cached objects slot[0 .. k-1] of class cls go back to their blocks (freed, as counted
- * already), the rest moves down. */
-static void vam_tcache_return(heap_t *h, unsigned cls, unsigned k) {
-  vam_tbin_t *t = &h->d.tbin[cls];
-  unsigned n = vam_tcache_count(t);
-  void *out[VAM_TCACHE_SLOTS];   /* off the stack first: a block that empties runs the checks */
-  memcpy(out, t->slot, k * sizeof(void *));
-  memmove(t->slot, t->slot + k, (n - k) * sizeof(void *));
-  t->top = t->slot + (n - k);
-  for (unsigned i = 0; i < k; i++) {
-    segment_t *s = segment_of(out[i]);
-    desc_t *page = desc_of_page(s, out[i]);
-    if (likely(s->heap == h)) {
-      vam_block_put(h, page - page->back, out[i], free_marker(out[i]));
-    } else {   /* another heap's: freed again the foreign way (which marks and counts it) */
-      ((uintptr_t *)out[i])[1] = 0;
-      t->frees--;
-      vam_foreign_keep_slow(h, s->heap, page - page->back, out[i], "free()");
-    }
+/* Cached object p, off its stack, back to its block (freed, as counted already); another
+ * heap's object is freed again the foreign way (which marks and counts it). Its block is live
+ * (p counts in use there): its class is stable. */
+static void vam_tcache_put_back(heap_t *h, void *p) {
+  segment_t *s = segment_of(p);
+  desc_t *page = desc_of_page(s, p), *b = page - page->back;
+  if (likely(s->heap == h)) {
+    vam_block_put(h, b, p, free_marker(p));
+  } else {
+    ((uintptr_t *)p)[1] = 0;
+    h->d.tbin[b->cls].frees--;
+    vam_foreign_keep_slow(h, s->heap, b, p, "free()");
   }
 }
 
-/* Every cached object back to its block (thread exit, purge). */
+/* The cached objects slot[0 .. k-1] of class cls go back to their blocks, the rest moves
+ * down. (Off the stack first: a block that empties runs the debug checks.) */
+static void vam_tcache_return(heap_t *h, unsigned cls, unsigned k) {
+  vam_tbin_t *t = &h->d.tbin[cls];
+  unsigned n = vam_tcache_count(t);
+  void *out[VAM_TCACHE_SLOTS];
+  memcpy(out, t->slot, k * sizeof(void *));
+  memmove(t->slot, t->slot + k, (n - k) * sizeof(void *));
+  t->top = t->slot + (n - k);
+  for (unsigned i = 0; i < k; i++) vam_tcache_put_back(h, out[i]);
+}
+
+/* Every cached object back to its block (thread exit, purge): every stack emptied first. */
 static void vam_tcache_flush(heap_t *h) {
   if (!cfg_tcache) return;
-  for (unsigned c = 0; c < vam_nclasses; c++) vam_tcache_return(h, c, vam_tcache_count(&h->d.tbin[c]));
+  void *out[VAM_CLASSES * VAM_TCACHE_SLOTS];   /* (no site groups with the cache) */
+  unsigned k = 0;
+  for (unsigned c = 0; c < vam_nclasses; c++) {
+    vam_tbin_t *t = &h->d.tbin[c];
+    for (unsigned i = 0; i < vam_tcache_count(t); i++) out[k++] = t->slot[i];
+    if (t->top) t->top = t->slot;
+  }
+  for (unsigned i = 0; i < k; i++) vam_tcache_put_back(h, out[i]);
 }
 
 /* Allocation near a hint (vam_hints.c.h): a cached object of class cls on the hint's page if
