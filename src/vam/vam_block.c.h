@@ -22,6 +22,8 @@ static inline uint64_t vam_mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+static void vam_tcache_global_init(void);
+
 static void design_global_init(void) {
   /* Small requests are segregated 8 bytes apart, as in the paper (so 24- and 32-byte objects,
    * or 40- and 48-byte ones, never share a block), in slots rounded up to the quantum (so
@@ -42,6 +44,7 @@ static void design_global_init(void) {
       vam_classes.recip[c] = vam_classes.recip[c % vam_classes.count];
     }
   }
+  if (cfg_tcache) vam_tcache_global_init();
   chunk_cookie = free_marker_cookie * 0x9E3779B97F4A7C15ull + 1;
   vam_secret = vam_mix(chunk_cookie ^ segment_cookie);
   vam_qsecret = vam_mix(vam_secret + 1);

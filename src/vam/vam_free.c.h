@@ -12,10 +12,10 @@
 
 static VAM_ALLOC_INLINE void *vam_alloc(heap_t *h, size_t size, bool zero) {
   if (likely(size <= VAM_MEDIUM_MAX)) {
+    void *p;
+    if (cfg_tcache && likely((p = vam_tcache_take(h, size, zero)) != NULL)) return p;
     unsigned cls = sizeclass_of(&vam_classes, size);
     if (cfg_sites) cls += vam_site_offset(h, (uintptr_t)__builtin_return_address(0));
-    void *p;
-    if (cfg_tcache && likely((p = vam_tcache_take(h, cls, zero)) != NULL)) return p;
     p = vam_block_take(h, h->d.avail[cls], cls, zero);
     return likely(p != NULL) ? p : vam_alloc_slow(size, zero, h);
   }
@@ -159,13 +159,21 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
  * below the bump pointer (handed out), no marker (not free already), then onto the block's
  * list; a full block moves to the front of its class's list. */
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
+static NOINLINE void vam_slot_push_out(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
   if (unlikely((char *)p >= b->u.blk.bump)) { vam_free_unbumped(b, p, p, call); return; }
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
   /* (h is the thread's own heap but when another thread frees into an exited thread's heap
    * (heap_collect under its lock): nothing may wait in that heap's cache) */
-  if (!cfg_tcache || unlikely(h != tl_heap) || unlikely(!vam_tcache_put(h, b->cls, p, marker))) vam_slot_push(h, b, p, marker);
+  if (!cfg_tcache) vam_slot_push(h, b, p, marker);
+  else if (unlikely(h != tl_heap) || unlikely(!vam_tcache_put(h, b->cls, p, marker))) vam_slot_push_out(h, b, p, marker);
+}
+
+/* vam_slot_push out of line: the thread cache's misses (its hit path then shares no register
+ * work with the list push). */
+static NOINLINE void vam_slot_push_out(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
+  vam_slot_push(h, b, p, marker);
 }
 
 /* Slot p (checked) goes onto its block's list, counted freed. */

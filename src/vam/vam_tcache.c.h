@@ -13,6 +13,20 @@ static unsigned vam_tcache_cap(unsigned cls) {
   return (unsigned)(cap < 2 ? 2 : cap > VAM_TCACHE_SLOTS ? VAM_TCACHE_SLOTS : cap);
 }
 
+/* (size + 7) >> 3 -> the offset of the size's thread-cache bin in a heap: malloc's hit path
+ * goes from the size to the bin in one load, without the class index. */
+static uint16_t vam_tbin_offset[(VAM_MEDIUM_MAX >> 3) + 1];
+
+static void vam_tcache_global_init(void) {
+  for (size_t i = 0; i <= VAM_MEDIUM_MAX >> 3; i++)
+    vam_tbin_offset[i] = (uint16_t)(offsetof(heap_t, d.tbin) + vam_classes.lookup[i] * sizeof(vam_tbin_t));
+}
+_Static_assert(!VAM_TCACHE || offsetof(heap_t, d.tbin) + VAM_MAX_CLASSES * sizeof(vam_tbin_t) <= UINT16_MAX, "bin offsets fit 16 bits");
+
+static inline vam_tbin_t *vam_tbin_of_size(heap_t *h, size_t size) {
+  return (vam_tbin_t *)((char *)h + vam_tbin_offset[(size + 7) >> 3]);
+}
+
 static void vam_tcache_init(heap_t *h) {
   for (unsigned c = 0; c < vam_nclasses; c++) {
     vam_tbin_t *t = &h->d.tbin[c];
@@ -25,16 +39,17 @@ static inline unsigned vam_tcache_count(const vam_tbin_t *t) {
   return t->top ? (unsigned)(t->top - t->slot) : 0;
 }
 
-/* The most recently cached object of class cls, marker cleared, or NULL. */
-static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, unsigned cls, bool zero) {
-  vam_tbin_t *t = &h->d.tbin[cls];
+/* The most recently cached object of the class of size (at most VAM_MEDIUM_MAX), marker
+ * cleared, or NULL. */
+static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, size_t size, bool zero) {
+  vam_tbin_t *t = vam_tbin_of_size(h, size);
   void **top = t->top;
   if (!((uintptr_t)top & (sizeof(vam_tbin_t) - 1))) return NULL;   /* at the bin's start: empty */
   uintptr_t *p = *--top;
   t->top = top;
   p[1] = 0;
   t->allocs++;
-  if (zero) memset(p, 0, vam_slot_size(cls));
+  if (zero) memset(p, 0, vam_slot_size(sizeclass_of(&vam_classes, size)));
   return p;
 }
 
