@@ -10,12 +10,15 @@
 #define SIZECLASS_LOOKUP_MAX  (1u << 16)          /* largest size served by lookup */
 #define RECIP_SHIFT 32        /* exact while offset * size < 2^32: true inside any block */
 
+/* The index of size in a table's lookup (and in any table kept beside it, indexed the same). */
+#define sizeclass_lookup_index(size) (((size) + 7) >> 3)
+
 typedef struct sizeclass_table {
   unsigned count;
   size_t max;                                      /* largest size with a class */
   uint32_t size[SIZECLASS_MAX_CLASSES];
   uint32_t recip[SIZECLASS_MAX_CLASSES];     /* ceil(2^32 / size) */
-  uint8_t lookup[(SIZECLASS_LOOKUP_MAX >> 3) + 1]; /* (size + 7) >> 3 -> class */
+  uint8_t lookup[sizeclass_lookup_index(SIZECLASS_LOOKUP_MAX) + 1]; /* sizeclass_lookup_index(size) -> class */
 } sizeclass_table_t;
 
 static void sizeclass_add(sizeclass_table_t *t, size_t sz) {
@@ -29,12 +32,12 @@ static void sizeclass_add(sizeclass_table_t *t, size_t sz) {
  * every size maps to the smallest class that holds it. */
 static void sizeclass_finish(sizeclass_table_t *t) {
   unsigned c = 0;
-  for (size_t i = 0; i <= (t->max + 7) >> 3; i++) {
+  for (size_t i = 0; i <= sizeclass_lookup_index(t->max); i++) {
     while (t->size[c] < (i << 3) && c + 1 < t->count) c++;
     t->lookup[i] = (uint8_t)c;
   }
   for (size_t s = 1; s <= t->max; s++) {
-    unsigned k = t->lookup[(s + 7) >> 3];
+    unsigned k = t->lookup[sizeclass_lookup_index(s)];
     if (t->size[k] < s || (k && t->size[k - 1] >= s)) {
       locus_printf(2, "locus: size-class table broken at %zu\n", s);
       abort();
@@ -71,7 +74,7 @@ __attribute__((unused)) static void sizeclass_pow2(sizeclass_table_t *t, size_t 
 }
 
 static inline unsigned sizeclass_of(const sizeclass_table_t *t, size_t size) {
-  return t->lookup[(size + 7) >> 3];
+  return t->lookup[sizeclass_lookup_index(size)];
 }
 
 /* offset / size when offset is an exact multiple of size, else -1; recip = ceil(2^32/size)

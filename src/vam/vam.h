@@ -198,10 +198,12 @@ typedef struct vam_quarantine {
  * Invariants: tbin[c].slot <= top <= limit <= slot + VAM_TCACHE_SLOTS; slot[0 .. top-1] are
  * distinct slots of blocks of class c (of this heap, or of another heap's, which go back the
  * foreign way), handed out before (below the bump pointer), counted in use there (the block's
- * used), each holding the free marker; the statistics count them freed. A free that finds the stack full goes to its block (glibc's tcache does the
- * same: sending half the stack back instead cost bench/batches 30% and churn more
- * instructions); thread exit and purge send them all back (vam_tcache_flush). The immediate
- * discard policy and LOCUS_TCACHE=0 have none (limit == slot). */
+ * used), each holding the free marker; the statistics count them freed. Only the heap's own
+ * thread caches (never a free collected into an exited thread's heap). A free that finds the
+ * stack full goes to its block (glibc's tcache does the same: sending half the stack back
+ * instead cost bench/batches 30% and churn more instructions); thread exit and purge send
+ * them all back (vam_tcache_flush). The immediate discard policy and LOCUS_TCACHE=0 have none
+ * (limit == slot). */
 #define VAM_TCACHE (!LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP && !LOCUS_VAM_SITES && !(LOCUS_MITIGATIONS & MIT_BLOCKS))
 static const bool cfg_tcache = VAM_TCACHE;
 #define VAM_TCACHE_SLOTS 12

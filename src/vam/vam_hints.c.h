@@ -91,7 +91,7 @@ static NOINLINE void *vam_alloc_near(heap_t *h, size_t size, const void *hint, b
   if (s->heap != h) return vam_alloc(h, size, zero);
   unsigned cls = sizeclass_of(&vam_classes, size);
   void *cached;
-  if (cfg_tcache && vam_tcache_count(&h->d.tbin[cls]) && (cached = vam_tcache_take_near(h, cls, hint, zero))) return cached;
+  if (cfg_tcache && (cached = vam_tcache_take_near(h, cls, hint, zero))) return cached;
   desc_t *d = desc_of_page(s, hint), *b = vam_block_near(h, d, cls);
   if (!b) {
     desc_t *head = d - (d->kind == KIND_INTERIOR ? d->back : 0);
