@@ -4,6 +4,8 @@
  *                   the flagship's thread cache (its last freed objects) before both
  *   front_move      a free into a full block moves it to the front of the available list
  *   coalescing      freed neighbouring large objects merge; best fit finds the merged chunk
+ *   large_cache     the flagship's thread cache keeps freed large objects whole: the next
+ *                   request of their class takes the last freed first, split to its size
  *   split_runt      a large object placed in a bigger free chunk gives back a rest smaller
  *                   than any large object (malloc(1392) in a freed 1,808-byte hole keeps 1,392
  *                   bytes), and the rest merges back when its neighbour is freed
@@ -134,6 +136,34 @@ static void t_front_move(void) {
   CHECK(then == more + slot);
 }
 
+/* The thread cache keeps freed large objects whole, unmerged; purge sends them back to their
+ * areas, where they merge (the sections that test merging and splitting call this). */
+static void large_settle(void) {
+  if (thread_cache) purge();
+}
+
+static void t_large_cache(void) {
+  if (!thread_cache) TEST_SKIP_NOW("no thread cache in this build");
+  /* Neighbours in a large area, of a size nothing else uses. */
+  char *a = malloc(5000), *b = malloc(5000), *c = malloc(5000);
+  CHECKF(b - a == c - b && b - a >= 5000 && b - a < 5100, "not neighbours: %p %p %p", (void *)a, (void *)b, (void *)c);
+  free(a);
+  free(b);
+  CHECK(locus_check == NULL || locus_check() == 0);   /* cached chunks pass the heap check */
+  char *again = malloc(5000);
+  CHECKF(again == b, "the last freed large object should come first: got %p, not %p", (void *)again, (void *)b);
+  /* A smaller request of the class below takes the other one, split to its size. */
+  char *part = malloc(4000);
+  CHECKF(part == a, "a cached large object should serve a smaller request: got %p, not %p", (void *)part, (void *)a);
+  CHECK_EQ(malloc_usable_size(part), (size_t)4000);
+  free(part);
+  free(again);
+  free(c);
+  CHECK(locus_check == NULL || locus_check() == 0);
+  large_settle();
+  CHECK(locus_check == NULL || locus_check() == 0);
+}
+
 static void t_coalescing(void) {
   /* Three neighbouring large objects in a fresh large area. */
   char *a = malloc(3000), *b = malloc(3000), *c = malloc(3000);
@@ -143,11 +173,13 @@ static void t_coalescing(void) {
   free(a);
   free(c);
   free(b);
+  large_settle();
   /* Best fit: the merged chunk (3 * chunk) is the smallest free chunk that holds this. */
   char *big = malloc(3 * chunk - 64);
   CHECKF(big == a, "merged chunk not found: got %p, expected %p", (void *)big, (void *)a);
   /* Splitting: a small large request takes the front of a bigger free chunk. */
   free(big);
+  large_settle();
   char *part = malloc(2000);
   CHECK(part == a);
   char *rest = malloc(2000);
@@ -162,11 +194,13 @@ static void t_split_runt(void) {
   char *before = malloc(1240), *hole = malloc(1808), *after = malloc(1240);
   CHECKF(after - hole == 1824 && hole - before == 1264, "not neighbours: %p %p %p", (void *)before, (void *)hole, (void *)after);
   free(hole);
+  large_settle();
   char *p = malloc(1392);
   CHECKF(p == hole, "the hole was not reused: %p, not %p", (void *)p, (void *)hole);
   CHECK_EQ(malloc_usable_size(p), (size_t)1392);   /* the 416-byte rest was split off */
   /* The rest merges back: freeing p gives the whole hole again. */
   free(p);
+  large_settle();
   char *again = malloc(1808);
   CHECKF(again == hole, "the rest did not merge back: %p, not %p", (void *)again, (void *)hole);
   free(again);
@@ -483,6 +517,7 @@ int main(int argc, char **argv) {
     { "reap_order", t_reap_order },
     { "front_move", t_front_move },
     { "coalescing", t_coalescing },
+    { "large_cache", t_large_cache },
     { "split_runt", t_split_runt },
     { "discard", t_discard },
     { "burst", t_burst },

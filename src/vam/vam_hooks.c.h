@@ -86,6 +86,7 @@ static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
 
 static void design_release_spares(heap_t *h) {
   vam_tcache_flush(h);
+  vam_lcache_flush(h);
   vam_quarantine_flush(h);
   vam_foreign_flush(h);
   for (unsigned c = 0; c < vam_nclasses; c++) {
@@ -185,6 +186,20 @@ static size_t design_check(heap_t *h) {
       if (s->heap == h) CHECK(p < b->u.blk.bump && b->used > 0 && vam_slot_of(b, (size_t)(p - desc_start(b))) >= 0);
     }
   }
+  size_t cached = 0, cached_bytes = 0, cached_seen = 0;   /* the thread cache's large side */
+  for (unsigned k = 0; k < VAM_LCLASSES; k++) {
+    const vam_lbin_t *lb = &h->d.lbin[k];
+    CHECK(lb->count <= VAM_LCACHE_SLOTS);
+    for (unsigned i = 0; i < lb->count && i < VAM_LCACHE_SLOTS; i++) {
+      const chunk_t *ch = lb->slot[i];
+      CHECK(chunk_valid(ch) && (ch->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == (CHUNK_INUSE | CHUNK_CACHED));
+      CHECK(segment_of(ch)->heap == h && desc_head(segment_of(ch), ch)->kind == KIND_VAM_LARGE);
+      CHECK(vam_lclass_floor(chunk_size(ch) - CHUNK_HEADER) == k);
+      cached++;
+      cached_bytes += chunk_size(ch);
+    }
+  }
+  CHECK(cached_bytes == h->d.lcache_bytes && cached_bytes <= h->d.lcache_cap);
   for (unsigned c = 0; c < vam_classes.count; c++) {
     desc_t *b = h->d.hint_block[c];
     if (!b) continue;
@@ -215,6 +230,7 @@ static size_t design_check(heap_t *h) {
         CHECK(chunk_valid(c) && c->prev_size == prev && chunk_size(c) >= LARGE_MIN_SPLIT);
         if (!chunk_valid(c) || chunk_size(c) == 0) break;
         bool is_free = !(c->size & CHUNK_INUSE);
+        cached_seen += (c->size & CHUNK_CACHED) != 0;
         CHECK(!(is_free && prev_free));
         if (is_free) {
           bool binned = false;
@@ -227,7 +243,7 @@ static size_t design_check(heap_t *h) {
       CHECK((char *)c == end && c->size == CHUNK_INUSE && c->prev_size == prev);
     }
   }
-  CHECK(listed == blocks);
+  CHECK(listed == blocks && cached_seen == cached);
   return bad;
 }
 
@@ -253,7 +269,7 @@ static UNUSED ALWAYS_INLINE int design_bounds(desc_t *d, const char *a, const ch
    * before it, checked by the cookie, no walk needed. */
   const chunk_t *h = (const chunk_t *)(a - CHUNK_HEADER);
   if (((uintptr_t)a & 15) == 0 && (const char *)h >= base && chunk_valid(h) &&
-      (h->size & (CHUNK_INUSE | CHUNK_ALIAS)) == CHUNK_INUSE && a + chunk_size(h) - CHUNK_HEADER <= last) {
+      (h->size & (CHUNK_INUSE | CHUNK_ALIAS | CHUNK_CACHED)) == CHUNK_INUSE && a + chunk_size(h) - CHUNK_HEADER <= last) {
     *start = a;
     *end = a + chunk_size(h) - CHUNK_HEADER;
     return BOUNDS_OBJECT;
@@ -264,7 +280,7 @@ static UNUSED ALWAYS_INLINE int design_bounds(desc_t *d, const char *a, const ch
     if (a < next) {
       *start = (const char *)c + CHUNK_HEADER;
       *end = next;
-      return a >= *start && (c->size & CHUNK_INUSE) ? BOUNDS_OBJECT : BOUNDS_NONE;
+      return a >= *start && (c->size & (CHUNK_INUSE | CHUNK_CACHED)) == CHUNK_INUSE ? BOUNDS_OBJECT : BOUNDS_NONE;
     }
     c = (const chunk_t *)next;
   }

@@ -92,14 +92,93 @@ static void vam_quarantine_check_headers(heap_t *h) {
   }
 }
 
+/* ---- the thread cache's large side (vam.h: vam_lbin_t) ------------------------------------ */
+
+/* The class of the largest bound at or below usable size u (at least 1 KiB): bounds are
+ * 2^k * (4 + j) / 4, so that the power-of-two sizes programs favour are bounds themselves. */
+static inline unsigned vam_lclass_floor(size_t u) {
+  unsigned k = 63u - (unsigned)__builtin_clzll(u);
+  return (k - 10) * 4 + (unsigned)((u >> (k - 2)) & 3);
+}
+_Static_assert(VAM_LARGE_MAX == 32768 && VAM_LCLASSES == 21, "classes 1 KiB .. 32 KiB, four per doubling");
+
+static void vam_lcache_init(heap_t *h) {
+  h->d.lcache_cap = cfg_tcache && opt.tcache && opt.discard != DISCARD_IMMEDIATE ? VAM_LCACHE_BYTES : 0;
+}
+
+/* Caches chunk c (checked: in use, not cached), just freed by its heap's own thread; false if
+ * its class or the cache's bytes are full. */
+static inline bool vam_lcache_put(heap_t *h, chunk_t *c) {
+  uint32_t bytes = chunk_size(c);
+  vam_lbin_t *b = &h->d.lbin[vam_lclass_floor(bytes - CHUNK_HEADER)];
+  if (b->count == VAM_LCACHE_SLOTS || h->d.lcache_bytes + bytes > h->d.lcache_cap) return false;
+  c->size |= CHUNK_CACHED;
+  b->slot[b->count++] = c;
+  h->d.lcache_bytes += bytes;
+  return true;
+}
+
+static void chunk_release(heap_t *h, desc_t *r, chunk_t *c, const char *call);
+
+/* Every cached chunk freed for real (thread exit, purge). */
+static void vam_lcache_flush(heap_t *h) {
+  if (!cfg_tcache) return;
+  for (unsigned k = 0; k < VAM_LCLASSES; k++) {
+    vam_lbin_t *b = &h->d.lbin[k];
+    while (b->count) {
+      chunk_t *c = b->slot[--b->count];
+      h->d.lcache_bytes -= chunk_size(c);
+      chunk_release(h, desc_head(segment_of(c), c), c, "free()");
+    }
+  }
+}
+
+static inline uint32_t chunk_want(size_t size) {
+  uint32_t want = (uint32_t)align_up(size + CHUNK_HEADER, 16);
+  return want < LARGE_MIN_CHUNK ? LARGE_MIN_CHUNK : want;
+}
+
+/* Chunk c, in use and at least want bytes, handed out as an object of size bytes: the rest
+ * split off, counted. */
+static ALWAYS_INLINE void *chunk_hand_out(heap_t *h, chunk_t *c, size_t size, uint32_t want, bool zero) {
+  if (chunk_size(c) - want >= LARGE_MIN_SPLIT) chunk_split(h, c, want);
+  void *p = (char *)c + CHUNK_HEADER;
+  size_t usable = chunk_size(c) - CHUNK_HEADER;
+  if (zero) memset(p, 0, usable < size ? usable : size);
+  heap_count(h, malloc_calls, 1);
+  heap_count(h, bytes_allocated, usable);
+  heap_debug_tick(h);
+  return p;
+}
+
+static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero);
+
+/* A large object from the thread cache if it holds one that fits (a short path: no bin search,
+ * no register saves), else from the bins. The cache's first choice is the last chunk freed
+ * into size's own class, if it fits (the same size again, most often); its second, the last
+ * one of the class above, which always does. */
 static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
+  if (!cfg_tcache) return vam_alloc_large_slow(h, size, zero);
+  unsigned k = size < 1024 ? 0 : vam_lclass_floor(size);
+  vam_lbin_t *b = &h->d.lbin[k];
+  if (!b->count || chunk_size(b->slot[b->count - 1]) - CHUNK_HEADER < size) {
+    b++;
+    if (k + 1 == VAM_LCLASSES || !b->count) return vam_alloc_large_slow(h, size, zero);
+  }
+  chunk_t *c = b->slot[--b->count];
+  chunk_trust(c, "malloc()");   /* written to after its free: reported here, as from the bins */
+  c->size &= ~CHUNK_CACHED;
+  h->d.lcache_bytes -= chunk_size(c);
+  return chunk_hand_out(h, c, size, chunk_want(size), zero);
+}
+
+static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero) {
+  uint32_t want = chunk_want(size);
+  chunk_t *c;
   if (h == &heap_empty && !(h = heap_acquire())) return alloc_failed();
   heap_collect(h);
   vam_quarantine_check_headers(h);
-  uint32_t want = (uint32_t)align_up(size + CHUNK_HEADER, 16);
-  if (want < LARGE_MIN_CHUNK) want = LARGE_MIN_CHUNK;
   int b = bitmap2_find_from(&h->d.binmap, large_bin(want));
-  chunk_t *c;
   if (b >= 0) {
     c = h->d.bins[b];
     chunk_trust(c, "malloc()");
@@ -109,14 +188,7 @@ static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
     return alloc_failed();
   }
   c->size |= CHUNK_INUSE;
-  chunk_split(h, c, want);
-  void *p = (char *)c + CHUNK_HEADER;
-  size_t usable = chunk_size(c) - CHUNK_HEADER;
-  if (zero) memset(p, 0, usable < size ? usable : size);
-  heap_count(h, malloc_calls, 1);
-  heap_count(h, bytes_allocated, usable);
-  heap_debug_tick(h);
-  return p;
+  return chunk_hand_out(h, c, size, want, zero);
 }
 
 /* The chunk whose payload p is, checked; ends the program on an invalid or double free. */
@@ -130,7 +202,7 @@ static chunk_t *chunk_of(desc_t *r, const void *p, const char *call, bool *alias
     c = (chunk_t *)((char *)c - c->prev_size);
     if ((char *)c < start || !chunk_valid(c)) locus_fatal(call, "invalid pointer", p);
   }
-  if (!(c->size & CHUNK_INUSE)) locus_fatal(call, "double free", p);
+  if ((c->size & (CHUNK_INUSE | CHUNK_CACHED)) != CHUNK_INUSE) locus_fatal(call, "double free", p);
   return c;
 }
 
@@ -141,11 +213,39 @@ static void chunk_discard(chunk_t *c) {
   if (to > from) os_discard((void *)from, to - from);
 }
 
+static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const char *call);
+
+/* A large object's free: into the thread cache if its header passes chunk_of's checks for a
+ * chunk in use that is no alias, its neighbours' headers are intact (as a free that merges
+ * checks them: an overflow into the next header, or into this one's size of the one before,
+ * is reported here, not missed) and the cache has room (a short path: no register saves);
+ * else checked again and freed for real. */
 static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *call) {
+  chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
+  if (cfg_tcache && h == tl_heap && !((uintptr_t)p & 15) && (char *)c >= desc_start(r) && chunk_valid(c) &&
+      (c->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == CHUNK_INUSE && chunk_valid(chunk_next(c)) &&
+      (!c->prev_size || chunk_valid((chunk_t *)((char *)c - c->prev_size))) &&
+      likely(vam_lcache_put(h, c))) {
+    heap_count(h, free_calls, 1);
+    heap_uncount(h, bytes_allocated, chunk_size(c) - CHUNK_HEADER);
+    heap_debug_tick(h);
+    return;
+  }
+  vam_free_large_slow(h, r, p, call);
+}
+
+static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const char *call) {
   bool alias;
   chunk_t *c = chunk_of(r, p, call, &alias);
   heap_count(h, free_calls, 1);
   heap_uncount(h, bytes_allocated, chunk_size(c) - CHUNK_HEADER);
+  chunk_release(h, r, c, call);
+  heap_debug_tick(h);
+}
+
+/* Frees chunk c (in use, counted freed already) of area r: merged with its free neighbours,
+ * into its bin, or the whole area back if it empties and one is kept already. */
+static void chunk_release(heap_t *h, desc_t *r, chunk_t *c, const char *call) {
   c->size &= ~CHUNK_FLAGS;
   if (c->prev_size) {
     chunk_t *before = (chunk_t *)((char *)c - c->prev_size);
@@ -171,7 +271,6 @@ static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *c
     chunk_bin_insert(h, c);
     if (opt.discard == DISCARD_IMMEDIATE) chunk_discard(c);
   }
-  heap_debug_tick(h);
 }
 
 /* In-place resize of a large object: shrink by splitting, grow into a free neighbour. */

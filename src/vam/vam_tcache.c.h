@@ -27,7 +27,9 @@ static inline vam_tbin_t *vam_tbin_of_size(heap_t *h, size_t size) {
   return (vam_tbin_t *)((char *)h + vam_tbin_offset[sizeclass_lookup_index(size)]);
 }
 
+static void vam_lcache_init(heap_t *h);
 static void vam_tcache_init(heap_t *h) {
+  vam_lcache_init(h);
   for (unsigned c = 0; c < vam_nclasses; c++) {
     vam_tbin_t *t = &h->d.tbin[c];
     t->top = t->slot;
