@@ -20,10 +20,13 @@ static NOINLINE void *alloc_sited(size_t size, bool zero, uintptr_t ra) {
   return p;
 }
 
-/* With LOCUS_SITES unset the only cost is the test of sites_check. */
+/* With LOCUS_SITES unset the only cost is the test of sites_check, after the design's cache
+ * (empty while the statistics are on, and before start-up: heap_empty's). */
 static ALWAYS_INLINE void *alloc_impl(size_t size, bool zero) {
+  void *p = design_alloc_cached(tl_heap, size, zero);
+  if (likely(p != NULL)) return p;
   if (unlikely(sites_check)) return alloc_sited(size, zero, (uintptr_t)__builtin_return_address(0));
-  return design_alloc(tl_heap, size, zero);   /* a failure has set errno (alloc_failed) */
+  return design_alloc_uncached(tl_heap, size, zero);   /* a failure has set errno (alloc_failed) */
 }
 
 static void *aligned_impl(size_t align, size_t size, bool zero) {
@@ -338,8 +341,10 @@ static NOINLINE void *cxx_new_sited(size_t size, size_t align, bool nothrow, uin
 }
 
 static inline void *cxx_new(size_t size, size_t align, bool nothrow) {
+  void *p = align ? NULL : design_alloc_cached(tl_heap, size, false);
+  if (likely(p != NULL)) return p;
   if (unlikely(sites_check)) return cxx_new_sited(size, align, nothrow, (uintptr_t)__builtin_return_address(0));
-  void *p = align ? aligned_impl(align, size, false) : design_alloc(tl_heap, size, false);
+  p = align ? aligned_impl(align, size, false) : design_alloc_uncached(tl_heap, size, false);
   return likely(p != NULL) ? p : cxx_new_retry(size, align, nothrow);
 }
 

@@ -78,6 +78,9 @@ static size_t design_check(heap_t *h);
 #ifndef DESIGN_HAS_ALLOC_RA
 #define DESIGN_HAS_ALLOC_RA 0
 #endif
+#ifndef DESIGN_HAS_ALLOC_CACHED
+#define DESIGN_HAS_ALLOC_CACHED 0
+#endif
 #ifndef DESIGN_HAS_FREE_FOREIGN
 #define DESIGN_HAS_FREE_FOREIGN 0
 #endif
@@ -100,6 +103,22 @@ static void *design_alloc_ra(heap_t *h, size_t size, bool zero, uintptr_t ra);
 #if !DESIGN_HAS_ALLOC_RA
 static ALWAYS_INLINE void *design_alloc_ra(heap_t *h, size_t size, bool zero, uintptr_t ra) {
   (void)ra;
+  return design_alloc(h, size, zero);
+}
+#endif
+/* An object of `size` bytes from the thread's own cache of freed objects, or NULL; then
+ * design_alloc_uncached: design_alloc without a second look into the cache. malloc and
+ * operator new try the cache first, before the test of the call-site statistics, so a design
+ * with a cache keeps it empty while opt.sites is on: every allocation then reaches
+ * sites_note. Default: NULL, and design_alloc. */
+static void *design_alloc_cached(heap_t *h, size_t size, bool zero);
+static void *design_alloc_uncached(heap_t *h, size_t size, bool zero);
+#if !DESIGN_HAS_ALLOC_CACHED
+static ALWAYS_INLINE void *design_alloc_cached(heap_t *h, size_t size, bool zero) {
+  (void)h; (void)size; (void)zero;
+  return NULL;
+}
+static ALWAYS_INLINE void *design_alloc_uncached(heap_t *h, size_t size, bool zero) {
   return design_alloc(h, size, zero);
 }
 #endif

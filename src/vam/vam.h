@@ -215,8 +215,11 @@ typedef struct __attribute__((aligned(128))) vam_tbin {
   void *slot[VAM_TCACHE_SLOTS];
   void **top;          /* &slot[count]: the next entry a free fills (heap_empty: NULL, empty) */
   void **limit;        /* &slot[cap] */
-  uint64_t allocs, frees;   /* objects handed out of it and put into it (statistics: in the bin's
-                               line, and no class index to scale, unlike the heap's counters) */
+  /* Statistics, in the bin's line (no class index to scale, unlike the heap's counters):
+   * objects handed out of it, and of this heap's own sent back to their blocks. The objects
+   * put into it are not counted: they are allocs + returned + the count held (a free's hit
+   * path then makes no counter update). */
+  uint64_t allocs, returned;
 } vam_tbin_t;
 _Static_assert(sizeof(vam_tbin_t) == 128, "a thread-cache bin is 128 bytes");
 
@@ -300,6 +303,7 @@ typedef struct design_heap {
 #define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &heap_empty.d.none } }
 /* Optional hooks (internal.h): a foreign-object cache, counters of its own, sized-delete bounds,
  * the transfer cache's locks reset after fork, objects' bounds for the checked copies. */
+#define DESIGN_HAS_ALLOC_CACHED 1
 #define DESIGN_HAS_FREE_FOREIGN 1
 #define DESIGN_HAS_STATS 1
 #define DESIGN_HAS_USABLE_MAX 1

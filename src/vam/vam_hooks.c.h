@@ -111,7 +111,7 @@ static void design_release_spares(heap_t *h) {
 static void design_stats(heap_t *h, locus_stats_t *st) {
   for (unsigned c = 0; c < vam_nclasses; c++) {
     uint64_t in = __atomic_load_n(&h->d.allocs[c], __ATOMIC_RELAXED) + __atomic_load_n(&h->d.tbin[c].allocs, __ATOMIC_RELAXED);
-    uint64_t out = __atomic_load_n(&h->d.frees[c], __ATOMIC_RELAXED) + __atomic_load_n(&h->d.tbin[c].frees, __ATOMIC_RELAXED);
+    uint64_t out = __atomic_load_n(&h->d.frees[c], __ATOMIC_RELAXED) + vam_tcache_frees(&h->d.tbin[c]);
     st->malloc_calls += in;
     st->free_calls += out;
     st->bytes_allocated += (in - out) * vam_slot_size(c);

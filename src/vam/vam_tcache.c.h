@@ -5,10 +5,11 @@
 
 /* The objects of class cls a heap's thread cache may hold: only classes whose slots the free
  * fast path serves (a marker word: 16 B and more), VAM_TCACHE_BYTES of them, at least 2; none
- * under the immediate discard policy or LOCUS_TCACHE=0. */
+ * under the immediate discard policy, LOCUS_TCACHE=0 or the call-site statistics (malloc
+ * takes from the cache before it tests for those: design_alloc_cached). */
 static unsigned vam_tcache_cap(unsigned cls) {
   size_t slot = vam_slot_size(cls);
-  if (!cfg_tcache || !opt.tcache || opt.discard == DISCARD_IMMEDIATE || !vam_recip(slot)) return 0;
+  if (!cfg_tcache || !opt.tcache || opt.discard == DISCARD_IMMEDIATE || opt.sites || !vam_recip(slot)) return 0;
   size_t cap = VAM_TCACHE_BYTES / slot;
   return (unsigned)(cap < 2 ? 2 : cap > VAM_TCACHE_SLOTS ? VAM_TCACHE_SLOTS : cap);
 }
@@ -41,6 +42,14 @@ static inline unsigned vam_tcache_count(const vam_tbin_t *t) {
   return t->top ? (unsigned)(t->top - t->slot) : 0;
 }
 
+/* The objects ever put into bin t (statistics, possibly read by another thread: then a close
+ * estimate). */
+static uint64_t vam_tcache_frees(const vam_tbin_t *t) {
+  void **top = __atomic_load_n(&t->top, __ATOMIC_RELAXED);
+  uint64_t held = top ? (uint64_t)(top - t->slot) : 0;
+  return __atomic_load_n(&t->allocs, __ATOMIC_RELAXED) + __atomic_load_n(&t->returned, __ATOMIC_RELAXED) + held;
+}
+
 /* Cached object p of class cls handed out of bin t: its marker cleared, counted. */
 static ALWAYS_INLINE void *vam_tcache_hand_out(vam_tbin_t *t, uintptr_t *p, unsigned cls, bool zero) {
   p[1] = 0;
@@ -63,7 +72,6 @@ static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, size_t size, bool zero) {
 static ALWAYS_INLINE void vam_tcache_push(vam_tbin_t *t, void **top, void *p) {
   *top = p;
   t->top = top + 1;
-  t->frees++;
 }
 
 /* Caches slot p (checked: handed out, not free) of class cls, marked free; false if the
@@ -104,10 +112,10 @@ static void vam_tcache_return(heap_t *h, unsigned cls) {
     segment_t *s = segment_of(out[i]);
     desc_t *page = desc_of_page(s, out[i]), *b = page - page->back;
     if (likely(s->heap == h)) {
+      t->returned++;
       vam_block_put(h, b, out[i], free_marker(out[i]));
-    } else {
+    } else {   /* (not counted freed any more: the foreign way counts it) */
       ((uintptr_t *)out[i])[1] = 0;
-      t->frees--;
       vam_foreign_keep_slow(h, s->heap, b, out[i], "free()");
     }
   }
