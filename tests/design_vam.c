@@ -5,7 +5,8 @@
  *   front_move      a free into a full block moves it to the front of the available list
  *   coalescing      freed neighbouring large objects merge; best fit finds the merged chunk
  *   large_cache     the flagship's thread cache keeps freed large objects whole: the next
- *                   request of their class takes the last freed first, split to its size
+ *                   request of their class takes the last freed first if it fits, split to
+ *                   its size
  *   split_runt      a large object placed in a bigger free chunk gives back a rest smaller
  *                   than any large object (malloc(1392) in a freed 1,808-byte hole keeps 1,392
  *                   bytes), and the rest merges back when its neighbour is freed
@@ -152,11 +153,15 @@ static void t_large_cache(void) {
   CHECK(locus_check == NULL || locus_check() == 0);   /* cached chunks pass the heap check */
   char *again = malloc(5000);
   CHECKF(again == b, "the last freed large object should come first: got %p, not %p", (void *)again, (void *)b);
-  /* A smaller request of the class below takes the other one, split to its size. */
-  char *part = malloc(4000);
-  CHECKF(part == a, "a cached large object should serve a smaller request: got %p, not %p", (void *)part, (void *)a);
-  CHECK_EQ(malloc_usable_size(part), (size_t)4000);
+  /* A request of the class below (3584-4095 bytes) does not take the other one; a smaller
+   * request of its own class (4096-5119) does, split to its size. */
+  char *below = malloc(4000);
+  CHECKF(below != a, "a cached large object served the class below");
+  char *part = malloc(4500);
+  CHECKF(part == a, "a cached large object should serve a smaller request of its class: got %p, not %p", (void *)part, (void *)a);
+  CHECK_EQ(malloc_usable_size(part), (size_t)4512);
   free(part);
+  free(below);
   free(again);
   free(c);
   CHECK(locus_check == NULL || locus_check() == 0);
