@@ -65,7 +65,7 @@ static void vam_block_empty(heap_t *h, desc_t *b);
  * capacity, it was handed out before the block emptied and went back to bump mode: a double
  * free (8-byte slots have no marker word, so this is how their double frees show once the
  * block emptied). */
-static COLD NOINLINE __attribute__((noipa)) void vam_free_unbumped(const desc_t *b, const char *slot, const void *p,
+static COLD NOINLINE __attribute__((noipa)) void vam_free_unbumped(const char *slot, const desc_t *b, const void *p,
                                                                  const char *call) {
   locus_fatal(call, slot < b->u.blk.end ? "double free" : "invalid pointer", p);
 }
@@ -94,7 +94,7 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
     *word |= bit;
   } else {
     if (unlikely(index < 0)) { locus_fatal_jump(call, "invalid pointer", p); return; }
-    if (unlikely(slot >= b->u.blk.bump)) { vam_free_unbumped(b, slot, p, call); return; }
+    if (unlikely(slot >= b->u.blk.bump)) { vam_free_unbumped(slot, b, p, call); return; }
     /* Branch-free marker test: an 8-byte slot has no marker word (marker_off 0), so its test
      * reads the link word, which never equals a marker, and its marker is overwritten by the
      * link; for it the test against the list head, then its link (safe-linked: it decodes to
@@ -174,7 +174,7 @@ static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t
 static NOINLINE void vam_slot_push_out(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
-  if (unlikely((char *)p >= b->u.blk.bump)) { vam_free_unbumped(b, p, p, call); return; }
+  if (unlikely((char *)p >= b->u.blk.bump)) { vam_free_unbumped(p, b, p, call); return; }
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
   /* (h is the thread's own heap but when another thread frees into an exited thread's heap
    * (heap_collect under its lock): nothing may wait in that heap's cache) */

@@ -89,7 +89,7 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
   desc_t *b = d - d->back;
   if (b->kind == KIND_VAM_BLOCK) {
     if (vam_slot_index(b, p, call) == 0 && mitigation(CANARIES)) locus_fatal(call, "invalid pointer", p);
-    if ((char *)p >= b->u.blk.bump) vam_free_unbumped(b, p, p, call);   /* (no canary there yet) */
+    if ((char *)p >= b->u.blk.bump) vam_free_unbumped(p, b, p, call);   /* (no canary there yet) */
     if ((mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) || vam_slot_listed(h, b, p))
       locus_fatal(call, "double free", p);
     if (mitigation(CANARIES)) vam_canaries_check(b, p, call);
@@ -122,7 +122,7 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
  * sends it on when it leaves). Everything else takes vam_free_secure_other. */
 static ALWAYS_INLINE void vam_secure_retire(heap_t *h, desc_t *b, void *p, const char *call) {
   uintptr_t *w = p;
-  if (unlikely((char *)p >= b->u.blk.bump)) vam_free_unbumped(b, p, p, call);
+  if (unlikely((char *)p >= b->u.blk.bump)) vam_free_unbumped(p, b, p, call);
   if (unlikely(marker_says_free(w[1], free_marker(p)))) locus_fatal(call, "double free", p);   /* listed or quarantined */
   if (mitigation(CANARIES)) vam_canaries_check(b, p, call);
   if (!mitigation(QUARANTINE)) return;
