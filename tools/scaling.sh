@@ -8,6 +8,10 @@
 # come, so a run cut short still leaves its data. A last pass runs Locus with LOCUS_STATS=1
 # at the largest thread count and keeps its statistics (lock waits, heaps, system calls).
 #
+# Plain bash, not a lab command: a many-core machine may have no way to install the lab (no
+# network, another Python). The peers' library names are the lab's (lab/locus_lab/allocators.py,
+# `PEERS`); keep the two lists alike.
+#
 # usage: tools/scaling.sh OUT [--threads 1,4,8,16] [--reps N] [--deadline SECONDS]
 #                             [--build DIR] [--peers DIR]
 # Peers are taken from --peers DIR (libjemalloc.so.2, libtcmalloc_minimal.so.4,

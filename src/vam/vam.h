@@ -226,12 +226,12 @@ _Static_assert(sizeof(vam_tbin_t) == 128, "a thread-cache bin is 128 bytes");
 /* The thread cache's large side: the large chunks this heap's thread freed last, per class of
  * usable size (four classes per doubling from 1 KiB to 32 KiB: vam_lclass_floor), LIFO. A
  * cached chunk keeps CHUNK_INUSE (its neighbours do not merge with it) and has CHUNK_CACHED
- * (a second free of it is a double free); malloc takes one from the class at or above its
- * size and splits off what it does not need. Without it a malloc/free pair of 1-32 KiB took
+ * (a second free of it is a double free); malloc takes the last one of its size's class if it
+ * fits and splits off what it does not need. Without it a malloc/free pair of 1-32 KiB took
  * ~300 instructions of bin search, split and coalescing (bench/localarrays' 2-32 KiB objects:
  * 1.6x tcmalloc's time). Invariants: the chunks of lbin[c] are of this heap, in use, cached,
  * of usable size at least class c's bound, and not aliases; lcache_bytes is their chunk
- * bytes, at most lcache_cap (0: no cache, as for the small side). Only the heap's own thread
+ * bytes, at most vam_lcache_cap (0: no cache, as for the small side). Only the heap's own thread
  * caches; thread exit, purge and a full heap check's start find them all sent back by
  * vam_lcache_flush. */
 #define VAM_LCLASSES     21          /* 1 KiB .. 32 KiB, four per doubling */
@@ -272,7 +272,7 @@ typedef struct design_heap {
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
   vam_tbin_t tbin[VAM_MAX_CLASSES];   /* the thread cache (above) */
   vam_lbin_t lbin[VAM_LCLASSES];      /* its large side (above) */
-  uint32_t lcache_bytes, lcache_cap;
+  uint32_t lcache_bytes;
   /* The protections' state, each only when its bit is on (mitigations.h), reached only
    * through the accessors at the top of vam_block.c.h. */
 #if MITIGATION(KEYED_LINKS)

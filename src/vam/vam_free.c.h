@@ -13,25 +13,28 @@
 /* An object from the blocks, the large areas or huge runs: vam_alloc after its thread cache. */
 static ALWAYS_INLINE void *vam_alloc_uncached(heap_t *h, size_t size, bool zero) {
   if (likely(size <= VAM_MEDIUM_MAX)) {
-    void *p;
     unsigned cls = sizeclass_of(&vam_classes, size);
     if (cfg_sites) cls += vam_site_offset(h, (uintptr_t)__builtin_return_address(0));
-    p = vam_block_take(h, h->d.avail[cls], cls, zero);
+    void *p = vam_block_take(h, h->d.avail[cls], cls, zero);
     return likely(p != NULL) ? p : vam_alloc_slow(size, zero, h);
   }
   if (size <= VAM_LARGE_MAX) return vam_alloc_large(h, size, zero);
   return huge_alloc(h, size, 0, zero);
 }
 
+/* The thread cache's object for size, or NULL. */
+static ALWAYS_INLINE void *vam_alloc_cached(heap_t *h, size_t size, bool zero) {
+  return cfg_tcache && likely(size <= VAM_MEDIUM_MAX) ? vam_tcache_take(h, size, zero) : NULL;
+}
+
 static VAM_ALLOC_INLINE void *vam_alloc(heap_t *h, size_t size, bool zero) {
-  void *p;
-  if (cfg_tcache && likely(size <= VAM_MEDIUM_MAX) && likely((p = vam_tcache_take(h, size, zero)) != NULL)) return p;
-  return vam_alloc_uncached(h, size, zero);
+  void *p = vam_alloc_cached(h, size, zero);
+  return likely(p != NULL) ? p : vam_alloc_uncached(h, size, zero);
 }
 
 static ALWAYS_INLINE void *design_alloc(heap_t *h, size_t size, bool zero) { return vam_alloc(h, size, zero); }
 static ALWAYS_INLINE void *design_alloc_cached(heap_t *h, size_t size, bool zero) {
-  return cfg_tcache && likely(size <= VAM_MEDIUM_MAX) ? vam_tcache_take(h, size, zero) : NULL;
+  return vam_alloc_cached(h, size, zero);
 }
 static ALWAYS_INLINE void *design_alloc_uncached(heap_t *h, size_t size, bool zero) {
   return vam_alloc_uncached(h, size, zero);

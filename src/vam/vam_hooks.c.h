@@ -199,7 +199,7 @@ static size_t design_check(heap_t *h) {
       cached_bytes += chunk_size(ch);
     }
   }
-  CHECK(cached_bytes == h->d.lcache_bytes && cached_bytes <= h->d.lcache_cap);
+  CHECK(cached_bytes == h->d.lcache_bytes && cached_bytes <= vam_lcache_cap);
   for (unsigned c = 0; c < vam_classes.count; c++) {
     desc_t *b = h->d.hint_block[c];
     if (!b) continue;

@@ -102,16 +102,12 @@ static inline unsigned vam_lclass_floor(size_t u) {
 }
 _Static_assert(VAM_LARGE_MAX == 32768 && VAM_LCLASSES == 21, "classes 1 KiB .. 32 KiB, four per doubling");
 
-static void vam_lcache_init(heap_t *h) {
-  h->d.lcache_cap = cfg_tcache && opt.tcache && opt.discard != DISCARD_IMMEDIATE ? VAM_LCACHE_BYTES : 0;
-}
-
 /* Caches chunk c (checked: in use, not cached), just freed by its heap's own thread; false if
  * its class or the cache's bytes are full. */
 static inline bool vam_lcache_put(heap_t *h, chunk_t *c) {
   uint32_t bytes = chunk_size(c);
   vam_lbin_t *b = &h->d.lbin[vam_lclass_floor(bytes - CHUNK_HEADER)];
-  if (b->count == VAM_LCACHE_SLOTS || h->d.lcache_bytes + bytes > h->d.lcache_cap) return false;
+  if (b->count == VAM_LCACHE_SLOTS || h->d.lcache_bytes + bytes > vam_lcache_cap) return false;
   c->size |= CHUNK_CACHED;
   b->slot[b->count++] = c;
   h->d.lcache_bytes += bytes;
@@ -189,12 +185,19 @@ static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero) {
   return chunk_hand_out(h, c, size, want, zero);
 }
 
+/* Whether p, in area r, is where a chunk's payload starts: aligned, inside the area, after a
+ * header that checks. */
+static inline bool chunk_payload(const desc_t *r, const void *p) {
+  const char *start = desc_start(r), *end = start + desc_bytes(r);
+  const chunk_t *c = (const chunk_t *)((const char *)p - CHUNK_HEADER);
+  return !((uintptr_t)p & 15) && (const char *)c >= start && (const char *)p < end - CHUNK_HEADER && chunk_valid(c);
+}
+
 /* The chunk whose payload p is, checked; ends the program on an invalid or double free. */
 static chunk_t *chunk_of(desc_t *r, const void *p, const char *call, bool *alias) {
-  char *start = desc_start(r), *end = start + desc_bytes(r);
+  char *start = desc_start(r);
   chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
-  if ((char *)c < start || (char *)p >= end - CHUNK_HEADER || ((uintptr_t)p & 15) || !chunk_valid(c))
-    locus_fatal(call, "invalid pointer", p);
+  if (!chunk_payload(r, p)) locus_fatal(call, "invalid pointer", p);
   *alias = c->size & CHUNK_ALIAS;
   if (*alias) {
     c = (chunk_t *)((char *)c - c->prev_size);
@@ -220,7 +223,7 @@ static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const ch
  * else checked again and freed for real. */
 static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *call) {
   chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
-  if (cfg_tcache && h == tl_heap && !((uintptr_t)p & 15) && (char *)c >= desc_start(r) && chunk_valid(c) &&
+  if (cfg_tcache && h == tl_heap && chunk_payload(r, p) &&
       (c->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == CHUNK_INUSE && chunk_valid(chunk_next(c)) &&
       (!c->prev_size || chunk_valid((chunk_t *)((char *)c - c->prev_size))) &&
       likely(vam_lcache_put(h, c))) {

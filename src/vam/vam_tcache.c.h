@@ -18,7 +18,11 @@ static unsigned vam_tcache_cap(unsigned cls) {
  * path goes from the size to the bin in one load, without the class index. */
 static uint16_t vam_tbin_offset[sizeclass_lookup_index(VAM_MEDIUM_MAX) + 1];
 
+/* The most chunk bytes a heap's large side holds (vam.h; 0: none), from the options. */
+static uint32_t vam_lcache_cap;
+
 static void vam_tcache_global_init(void) {
+  vam_lcache_cap = opt.tcache && opt.discard != DISCARD_IMMEDIATE ? VAM_LCACHE_BYTES : 0;
   for (size_t size = 0; size <= VAM_MEDIUM_MAX; size += 8)
     vam_tbin_offset[sizeclass_lookup_index(size)] = (uint16_t)(offsetof(heap_t, d.tbin) + sizeclass_of(&vam_classes, size) * sizeof(vam_tbin_t));
 }
@@ -28,9 +32,7 @@ static inline vam_tbin_t *vam_tbin_of_size(heap_t *h, size_t size) {
   return (vam_tbin_t *)((char *)h + vam_tbin_offset[sizeclass_lookup_index(size)]);
 }
 
-static void vam_lcache_init(heap_t *h);
 static void vam_tcache_init(heap_t *h) {
-  vam_lcache_init(h);
   for (unsigned c = 0; c < vam_nclasses; c++) {
     vam_tbin_t *t = &h->d.tbin[c];
     t->top = t->slot;
