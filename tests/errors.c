@@ -179,6 +179,38 @@ static void c_double_free_tiny(void) {
 }
 static void c_double_free_small_emptied(void) { double_free_emptied(32); }
 
+/* A free of the slot after the last one handed out of a fresh block (vam: bump order, so b - a
+ * is the slot size): no object was ever there. k slots on, for a medium block, lands on a
+ * later page of the block than the objects handed out. */
+static void never_handed_out(size_t size, int k) {
+  char *a = malloc(size), *b = malloc(size);
+  if (!a || !b) _exit(4);
+  char *p = b + (ptrdiff_t)k * (b - a);
+  test_report_address(p);
+  free(opaque_ptr(p));
+}
+static void c_never_handed_out(void) { never_handed_out(48, 1); }
+static void c_never_handed_out_medium(void) { never_handed_out(400, 11); }
+
+/* The same, of a block another thread allocated from and still owns. */
+static void *allocate_two_and_stay(void *arg) {
+  char **v = arg;
+  v[0] = malloc(48);
+  v[1] = malloc(48);
+  pause();
+  return NULL;
+}
+static void c_never_handed_out_foreign(void) {
+  char *v[2] = {NULL, NULL};
+  pthread_t t;
+  if (pthread_create(&t, NULL, allocate_two_and_stay, v) != 0) _exit(4);
+  usleep(100 * 1000);
+  if (!v[0] || !v[1]) _exit(4);
+  char *p = v[1] + (v[1] - v[0]);
+  test_report_address(p);
+  free(opaque_ptr(p));
+}
+
 /* A corrupted large-object header (the word just before a freed 4000-byte object) is reported
  * as corruption by the allocation that reuses the object, not later as an invalid pointer. */
 static void c_corrupt_large_header(void) {
@@ -221,6 +253,10 @@ static const error_case_t cases[] = {
     {"double_free_tiny_emptied", c_double_free_tiny_emptied, "free()", "double free", NULL},
     {"double_free_tiny", c_double_free_tiny, "free()", "double free", NULL},
     {"double_free_small_emptied", c_double_free_small_emptied, "free()", "double free", NULL},
+    /* bump order: the next slot of a fresh block was never handed out */
+    {"never_handed_out", c_never_handed_out, "free()", NULL, "vam"},
+    {"never_handed_out_medium", c_never_handed_out_medium, "free()", NULL, "vam"},
+    {"never_handed_out_foreign", c_never_handed_out_foreign, "free()", NULL, "vam"},
     /* a design with large-object headers: vam's (phk's large objects are page runs) */
     {"corrupt_large_header", c_corrupt_large_header, "malloc()", "corrupt", "vam"},
 };

@@ -60,10 +60,10 @@ static void run_clear(desc_t *r, size_t n) {
 static void run_shape_free(desc_t *r, size_t n, uint16_t flags) {
   r->kind = KIND_FREE;
   r->back = 0;
-  r->npages = (uint32_t)n;
+  r->npages = (uint16_t)n;
   r->flags = flags;
   r[n - 1].kind = KIND_FREE;
-  r[n - 1].back = (uint32_t)(n - 1);
+  r[n - 1].back = (uint16_t)(n - 1);
 }
 
 /* Adds a free run (not yet in any list) to the bins and, if dirty, to the dirty list. */
@@ -195,8 +195,8 @@ static desc_t *pages_take(heap_t *h, size_t n, size_t align, bool *clean) {
     run_shape_free(rest, total - n, 0);
     run_insert(pm, rest, dirty_run, when);
   }
-  for (size_t i = 0; i < n; i++) { r[i].back = (uint32_t)i; r[i].kind = KIND_INTERIOR; }
-  r->npages = (uint32_t)n;
+  for (size_t i = 0; i < n; i++) { r[i].back = (uint16_t)i; r[i].kind = KIND_INTERIOR; }
+  r->npages = (uint16_t)n;
   r->flags = dirty_run ? 0 : FLAG_CLEAN;
   s->free_pages -= (uint32_t)n;
   h->stats.pages_in_use += n;
@@ -337,8 +337,8 @@ static bool pages_extend(heap_t *h, desc_t *r, size_t n) {
     run_shape_free(rest, total - extra, 0);
     run_insert(&h->pages, rest, dirty, when);
   }
-  for (size_t i = have; i < n; i++) { r[i].back = (uint32_t)i; r[i].kind = KIND_INTERIOR; r[i].flags = 0; }
-  r->npages = (uint32_t)n;
+  for (size_t i = have; i < n; i++) { r[i].back = (uint16_t)i; r[i].kind = KIND_INTERIOR; r[i].flags = 0; }
+  r->npages = (uint16_t)n;
   if (dirty) r->flags &= (uint16_t)~FLAG_CLEAN;
   s->free_pages -= (uint32_t)extra;
   h->stats.pages_in_use += extra;
@@ -371,7 +371,7 @@ static size_t pages_check(heap_t *h) {
         CHECK(!prev_free);
         CHECK(r[r->npages - 1].back == r->npages - 1);
         for (size_t k = 1; k < r->npages; k++)
-          CHECK(r[k].kind == KIND_FREE && r[k].flags == 0 && (r[k].back == 0 || k == r->npages - 1));
+          CHECK(r[k].kind == KIND_FREE && r[k].flags == 0 && (r[k].back == 0 || k + 1 == r->npages));
         bool binned = false;
         for (desc_t *c = h->pages.bins[run_bin(r->npages)]; c && !binned; c = c->next) binned = c == r;
         CHECK(binned);

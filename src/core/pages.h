@@ -58,8 +58,8 @@ struct __attribute__((aligned(64))) desc {
     struct { struct locus_region *region; uint64_t salt; } rgn;   /* KIND_REGION* (region.h) */
     void *any[3];
   } u;
-  uint32_t back;       /* pages back to the head of the run */
-  uint32_t npages;     /* run length (head only) */
+  uint16_t back;       /* pages back to the head of the run (a run lies in one segment) */
+  uint16_t npages;     /* run length (head only) */
   uint32_t obj_size;   /* design blocks: object size */
   uint16_t used;       /* design blocks: objects handed out and not freed */
   uint8_t cls;         /* design blocks: size class */
@@ -67,7 +67,7 @@ struct __attribute__((aligned(64))) desc {
   uint16_t flags;      /* enum desc_flags */
   uint8_t marker_off;  /* design blocks: offset of the double-free marker word */
   uint8_t aux8;        /* design-specific (vam: header bytes or bitmap words of a block) */
-  uint32_t aux;        /* design-specific (vam: ceil(2^32 / obj_size) for free's check) */
+  uint32_t aux, aux2;  /* design-specific (vam: the slot test's offset and bound, on every page) */
 };
 
 typedef struct segment segment_t;
@@ -84,6 +84,7 @@ struct segment {
   desc_t desc[];                /* aligned to 64 by desc_t's own alignment */
 };
 _Static_assert(sizeof(desc_t) == 64, "a descriptor is one cache line");
+_Static_assert(SEGMENT_SIZE >> 12 <= UINT16_MAX, "a run's page count fits its fields");
 
 static uint64_t segment_cookie;      /* random, from the kernel's AT_RANDOM bytes */
 

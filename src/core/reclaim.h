@@ -53,8 +53,8 @@ static void pages_shrink(heap_t *h, desc_t *r, size_t n) {
   /* Outside the lock: these pages are the caller's, and another thread's merge reads only
    * free runs' descriptors (these stay KIND_INTERIOR until pages_free). */
   desc_t *tail = r + n;
-  r->npages = (uint32_t)n;
-  tail->npages = (uint32_t)(have - n);
+  r->npages = (uint16_t)n;
+  tail->npages = (uint16_t)(have - n);
   tail->back = 0;
   tail->kind = KIND_INTERIOR;
   pages_free(h, tail);

@@ -37,10 +37,13 @@
  *  - used + (objects on the free list) + (objects beyond bump) == capacity.
  *  - A freed small object holds (address ^ cookie) in its second word (objects of 16 B and
  *    more): the cheap double-free test. Allocation clears it.
- *  - A descriptor's aux is nonzero exactly on the head of a block of this heap whose slots are
- *    16 B or more (flagship build): ceil(2^32 / slot size), the constant of free's fast
- *    multiple-of-the-slot test, which thereby also tells that the page is such a block's
- *    first page. It is cleared before a block goes back to the page manager.
+ *  - Every page of a block carries the block's class (cls), its slot-key offset (aux) and a
+ *    bound (aux2) such that an address on that page passes free's fast slot test
+ *    (vam_slot_live: its key below the bound) exactly if it is the start of a slot below the
+ *    bump pointer, for blocks of 16-byte slots or more; aux2 is 0 on every other page (8-byte
+ *    blocks never pass: their keys equal their bound), so the test is also the test of the
+ *    page's kind. Bounds are cleared when a block resets to bump mode and before it goes
+ *    back to the page manager; a page's cls is always a class index (only blocks write it).
  *  - avail lists are doubly linked except that the head's prev is not kept (the head is known
  *    by avail[c] == b).
  *  - In a large area, chunks tile [start, end - 16); prev_size of each chunk equals the size of
@@ -191,7 +194,7 @@ typedef struct vam_quarantine {
  * them), which malloc hands out first, most recent first. A pair of malloc and free then
  * touches no block: no list push or pop, no count, no move of a block that was full to the
  * front of its list and back off it (three quarters of churn's frees did that). What does not
- * change: free's checks all come first (segment map, slot test, bump bound, marker), and an
+ * change: free's checks all come first (segment map, slot and bump test, marker), and an
  * object in the cache holds the free marker, so a second free of it is caught like any other.
  * Other heaps' objects that this thread frees go into it too, before the foreign-object cache:
  * the thread reuses them, hot in its cache, whoever allocated them (a server's successor
@@ -213,13 +216,16 @@ static const bool cfg_tcache = VAM_TCACHE;
  * malloc's emptiness test is one test of top's low bits, with no count or base to load. */
 typedef struct __attribute__((aligned(128))) vam_tbin {
   void *slot[VAM_TCACHE_SLOTS];
+  /* vam_class_recip of the bin's class, in every build: free's fast path finds it here, in the
+   * line it then pushes to, from the page's class, with no table to address (heap_empty: 0). */
+  uint32_t recip, unused;
   void **top;          /* &slot[count]: the next entry a free fills (heap_empty: NULL, empty) */
   void **limit;        /* &slot[cap] */
-  /* Statistics, in the bin's line (no class index to scale, unlike the heap's counters):
-   * objects handed out of it, and of this heap's own sent back to their blocks. The objects
-   * put into it are not counted: they are allocs + returned + the count held (a free's hit
-   * path then makes no counter update). */
-  uint64_t allocs, returned;
+  /* Statistics, in the bin's line (no class index to scale, unlike the heap's counters): the
+   * objects handed out of it. The objects put into it are not counted (a free's hit path then
+   * makes no counter update): they are allocs + the count held + those sent back to their
+   * blocks, which the heap's frees[] count when they go. */
+  uint64_t allocs;
 } vam_tbin_t;
 _Static_assert(sizeof(vam_tbin_t) == 128, "a thread-cache bin is 128 bytes");
 
@@ -244,6 +250,10 @@ typedef struct vam_lbin {
 
 typedef struct design_heap {
   desc_t *avail[VAM_MAX_CLASSES];
+  /* The thread-cache bin of each size up to VAM_MEDIUM_MAX, by sizeclass_lookup_index: malloc's
+   * hit path goes from the size to its bin in one load, as it goes to avail[] from the class
+   * (heap_empty: all its one empty bin). */
+  struct vam_tbin *tbin_of_size[sizeclass_lookup_index(VAM_MEDIUM_MAX) + 1];
   /* Block objects handed out and freed, per class: statistics (design_stats) derive calls and
    * bytes from them. One counter per class, not one per heap: a single counter every malloc
    * and free update is a chain of dependent memory updates, which cost churn about 10%. */
@@ -300,7 +310,8 @@ typedef struct design_heap {
 } design_heap_t;
 
 /* heap_empty's state: every list empty (see state.h). */
-#define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &heap_empty.d.none } }
+#define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &heap_empty.d.none }, \
+                           .tbin_of_size = { [0 ... sizeclass_lookup_index(VAM_MEDIUM_MAX)] = &heap_empty.d.tbin[0] } }
 /* Optional hooks (internal.h): a foreign-object cache, counters of its own, sized-delete bounds,
  * the transfer cache's locks reset after fork, objects' bounds for the checked copies. */
 #define DESIGN_HAS_ALLOC_CACHED 1

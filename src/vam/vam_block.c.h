@@ -4,6 +4,8 @@
 
 static sizeclass_table_t vam_classes;
 static unsigned vam_nclasses;   /* class indexes in use: the size classes, times the groups */
+/* vam_recip of each class index's slot size (0 past them: any page's cls may index it). */
+static uint32_t vam_class_recip[UINT8_MAX + 1];
 
 static uint64_t chunk_cookie;
 static uint64_t vam_secret;   /* secure build: canaries, heap keys */
@@ -23,6 +25,8 @@ static inline uint64_t vam_mix(uint64_t z) {
 }
 
 static void vam_tcache_global_init(void);
+static inline size_t vam_slot_size(unsigned cls);
+static inline uint32_t vam_recip(size_t slot);
 
 static void design_global_init(void) {
   /* Small requests are segregated 8 bytes apart, as in the paper (so 24- and 32-byte objects,
@@ -44,13 +48,13 @@ static void design_global_init(void) {
       vam_classes.recip[c] = vam_classes.recip[c % vam_classes.count];
     }
   }
+  for (unsigned c = 0; c < vam_nclasses; c++) vam_class_recip[c] = vam_recip(vam_slot_size(c));
   if (cfg_tcache) vam_tcache_global_init();
   chunk_cookie = free_marker_cookie * 0x9E3779B97F4A7C15ull + 1;
   vam_secret = vam_mix(chunk_cookie ^ segment_cookie);
   vam_qsecret = vam_mix(vam_secret + 1);
 }
 
-static inline size_t vam_slot_size(unsigned cls);
 static void vam_tcache_init(heap_t *h);
 
 static void design_heap_init(heap_t *h) {
@@ -115,7 +119,15 @@ static void list_insert_after(desc_t *a, desc_t *b) {
   a->next = b;
 }
 
-static inline uintptr_t free_marker(const void *p) { return (uintptr_t)p ^ free_marker_cookie; }
+/* The double-free marker of the free object at p (vam.h). The hardened builds: the address and
+ * the random cookie, which a program cannot forge. The others: the address plus an odd
+ * constant, one instruction and no load on free's fast path; no word a program writes by
+ * accident is its own address plus 1.5 GiB and an odd byte (a self-pointer, a list head
+ * pointing at itself, a length, a tag: none is). */
+#define VAM_MARKER_OFFSET 0x5f3a6c29u
+static inline uintptr_t free_marker(const void *p) {
+  return cfg_vam_hardened ? (uintptr_t)p ^ free_marker_cookie : (uintptr_t)p + VAM_MARKER_OFFSET;
+}
 
 /* Slot size of a class: the class size rounded up to the quantum (the 8-byte class stays 8),
  * plus, in vam-header, the object's header. */
@@ -140,20 +152,22 @@ static inline unsigned vam_block_pages(unsigned cls) {
 static inline unsigned vam_cache_index(size_t npages) { return npages != VAM_SMALL_PAGES; }
 
 /* The flagship's free fast path (design_free): blocks whose slots hold a link and a marker
- * word. Its descriptor test is the slot test itself: aux (ceil(2^32 / slot size)) is nonzero
- * only on the pages of a block the fast path serves (every page of it: vam_block_mark), so a
- * multiple-of-the-slot test that fails sends everything else (8-byte slots, large areas, core
- * runs, interior pointers) to vam_free_other with no test of the kind. */
+ * word. Its descriptor test is the slot test itself, made on p's page alone (vam_slot_live),
+ * so anything it does not serve (8-byte slots, large areas, core runs, interior pointers,
+ * slots not handed out yet) goes to vam_free_other with no test of the kind. */
 static const bool cfg_fast_free = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
 
+/* floor(2^32 / slot) + 1, or 0 for a slot the fast path does not serve. For every slot size
+ * of the classes (multiples of 8 from 16 to 1040) and every offset off below 16 KiB plus a
+ * slot (checked exhaustively), the low half of off * recip is j * eps when off is slot j's
+ * start, eps = slot * recip - 2^32 (1 <= eps <= slot, so j * eps < 2^14), and at least recip
+ * otherwise; its high half is off / slot. */
 static inline uint32_t vam_recip(size_t slot) {
   if (cfg_fast_free && slot - VAM_CANARY < 2 * sizeof(void *)) return 0;   /* no marker word: slow path */
-  return (uint32_t)(((1ull << RECIP_SHIFT) + slot - 1) / slot);
+  return (uint32_t)((1ull << RECIP_SHIFT) / slot + 1);
 }
 
-/* Whether off (< 64 KiB) is a multiple of the slot size whose ceil(2^32 / size) is recip:
- * the low half of off * recip is below recip exactly then (Lemire, Kaser & Kurz 2019; checked
- * exhaustively for every multiple of 8 up to 1 KiB); its high half is the quotient. */
+/* Whether off (< 16 KiB) is a multiple of the slot size whose vam_recip is recip. */
 static ALWAYS_INLINE bool slot_multiple(uint32_t off, uint32_t recip) {
   return (uint32_t)(off * recip) < recip;
 }
@@ -161,24 +175,69 @@ static ALWAYS_INLINE bool slot_multiple(uint32_t off, uint32_t recip) {
 /* p's offset in its run, d being the descriptor of p's page (back leads to the run's head,
  * 0 on it). */
 static ALWAYS_INLINE uint32_t vam_run_offset(const desc_t *d, const void *p) {
-  return (uint32_t)((uintptr_t)p & (os_page_size - 1)) + (d->back << os_page_shift);
+  return (uint32_t)((uintptr_t)p & (os_page_size - 1)) + ((uint32_t)d->back << os_page_shift);
+}
+
+/* The slot key of address p on block page d: (p - block start) * recip mod 2^32, from p
+ * alone, d's aux holding -(start * recip) mod 2^32 on every page of a block. Slot j's key is
+ * j * eps (vam_recip), any other address's at least recip. */
+static ALWAYS_INLINE uint32_t vam_slot_key_with(const desc_t *d, const void *p, uint32_t recip) {
+  return (uint32_t)(uintptr_t)p * recip + d->aux;
+}
+static ALWAYS_INLINE uint32_t vam_slot_key(const desc_t *d, const void *p) {
+  return vam_slot_key_with(d, p, vam_class_recip[d->cls]);
+}
+
+/* Whether p is the start of a slot of d's block below its bump pointer (handed out, now or
+ * before): d's aux2 is the bump pointer's key as of the last time it passed a slot that starts
+ * on d's page (vam_bump_moved), 0 if none did since the block was (re)set, and 0 on every page
+ * of anything but a block the fast path serves (whose keys are all 0 with a recip of 0, so
+ * nothing passes there either). Keys grow with the slot index, so one comparison tells both. */
+static ALWAYS_INLINE bool vam_slot_live(const desc_t *d, const void *p) {
+  return vam_slot_key(d, p) < d->aux2;
+}
+
+/* The same test by a thread that does not own the block (the owner may move the bound as it
+ * reads it): for an object handed out to the program, the bound that covers it was stored
+ * before the object could reach this thread. */
+static ALWAYS_INLINE bool vam_slot_live_remote(const desc_t *d, const void *p) {
+  return vam_slot_key(d, p) < __atomic_load_n(&d->aux2, __ATOMIC_RELAXED);
+}
+
+/* Block b's bump pointer moved from `from` past one or two slots to `to`: the pages where
+ * those slots start learn the new bound. */
+static ALWAYS_INLINE void vam_bump_moved(desc_t *b, const char *from, const char *to) {
+  uintptr_t head = (uintptr_t)desc_start(b) >> os_page_shift;
+  uint32_t bound = vam_slot_key(b, to);
+  __atomic_store_n(&b[((uintptr_t)from >> os_page_shift) - head].aux2, bound, __ATOMIC_RELAXED);
+  __atomic_store_n(&b[((uintptr_t)(to - b->obj_size) >> os_page_shift) - head].aux2, bound, __ATOMIC_RELAXED);
 }
 
 /* off / slot size if off is a multiple of it, else -1 (slow paths: any block). */
 static long vam_slot_of(const desc_t *b, size_t off) {
-  if (!b->aux) return off % b->obj_size ? -1 : (long)(off / b->obj_size);
-  return slot_multiple((uint32_t)off, b->aux) ? (long)(((uint64_t)off * b->aux) >> RECIP_SHIFT) : -1;
+  uint32_t recip = vam_class_recip[b->cls];
+  if (!recip) return off % b->obj_size ? -1 : (long)(off / b->obj_size);
+  return slot_multiple((uint32_t)off, recip) ? (long)(((uint64_t)off * recip) >> RECIP_SHIFT) : -1;
 }
 
-/* Marks every page of block b for free's fast path with the reciprocal of its slot size
- * (0: not served by it). A medium block's other pages carry it too, next to their distance to
- * the head (back), so a free there needs no second, unpredictable, path. */
-static void vam_block_mark(desc_t *b, uint32_t recip) {
-  for (uint32_t i = 0; i < b->npages; i++) b[i].aux = recip;
+/* No slot of block b is handed out (its bump pointer at its start): no page has a bound. */
+static void vam_bounds_clear(desc_t *b) {
+  for (uint32_t i = 0; i < b->npages; i++) __atomic_store_n(&b[i].aux2, 0, __ATOMIC_RELAXED);
+}
+
+/* Sets every page of block b (its class set, nothing handed out) up for free's fast path:
+ * its class, its slot-key offset, no bound. */
+static void vam_block_mark(desc_t *b) {
+  uint32_t offset = 0u - (uint32_t)(uintptr_t)desc_start(b) * vam_class_recip[b->cls];
+  for (uint32_t i = 0; i < b->npages; i++) {
+    b[i].cls = b->cls;
+    b[i].aux = offset;
+  }
+  vam_bounds_clear(b);
 }
 
 /* A block goes back to the page manager; its pages no longer mark a block for free. */
 static void vam_block_release(heap_t *h, desc_t *b) {
-  vam_block_mark(b, 0);
+  vam_bounds_clear(b);
   block_release(h, b);
 }

@@ -169,11 +169,11 @@ static NOINLINE void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, voi
 }
 
 /* The flagship's design_free_foreign: page is the descriptor of any page of p's block, or of
- * no block at all (the free's slot test: a page's aux is nonzero only in a block of slots with
- * marker words, vam_block_mark); h is p's owner. */
+ * no block at all (the free's slot test, vam_slot_live_remote, passes only for a handed-out
+ * slot of a block with marker words); h is p's owner. */
 static ALWAYS_INLINE void vam_foreign_free(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call) {
   desc_t *b = page - page->back;
-  if (!cfg_foreign_cache || !slot_multiple(vam_run_offset(page, p), page->aux) || unlikely((char *)p >= b->u.blk.end))
+  if (!cfg_foreign_cache || !vam_slot_live_remote(page, p))
     free_foreign_home(h, page, p, call);   /* checked and reported there */
   else if (cfg_tcache && likely(vam_tcache_put_foreign(me, b->cls, p, call)))
     return;

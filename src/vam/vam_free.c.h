@@ -155,6 +155,7 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
     if (!cfg_block_bitmap) {
       b->u.blk.bump = desc_start(b);
       b->u.blk.free = NULL;
+      vam_bounds_clear(b);
       vam_block_skip_first(b);   /* (secure: slot 0's canary is intact, rewritten the same) */
     }
     b->flags &= (uint16_t)~FLAG_CLEAN;
@@ -170,26 +171,27 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
   else core_free(h, d, p, call);
 }
 
-/* The fast path's free of slot p of block b, p a multiple of the slot size (16 B or more):
- * below the bump pointer (handed out), no marker (not free already), then onto the block's
- * list; a full block moves to the front of its class's list. */
+/* The fast path's free of p, the start of a slot handed out of the block of page d
+ * (vam_slot_live): no marker (not free already), then into the thread cache, else onto the
+ * block's list. */
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
-static NOINLINE void vam_slot_push_out(heap_t *h, desc_t *b, void *p, uintptr_t marker);
-static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *b, void *p, const char *call) {
+static NOINLINE void vam_slot_push_out(void *p, heap_t *h, desc_t *page, uintptr_t marker);
+static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *d, vam_tbin_t *t, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
-  if (unlikely((char *)p >= b->u.blk.bump)) { vam_free_unbumped(p, b, p, call); return; }
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
   /* (h is the thread's own heap but when another thread frees into an exited thread's heap
    * (heap_collect under its lock): nothing may wait in that heap's cache) */
-  if (!cfg_tcache) vam_slot_push(h, b, p, marker);
-  else if (unlikely(h != tl_heap) || unlikely(!vam_tcache_put(h, b->cls, p, marker))) vam_slot_push_out(h, b, p, marker);
+  if (!cfg_tcache) vam_slot_push(h, d - d->back, p, marker);
+  else if (unlikely(h != tl_heap) || unlikely(!vam_tcache_put(t, p, marker))) vam_slot_push_out(p, h, d, marker);
 }
 
 /* vam_slot_push out of line: the thread cache's misses (its hit path then shares no register
  * work with the list push). */
-static NOINLINE void vam_slot_push_out(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
-  vam_slot_push(h, b, p, marker);
+static NOINLINE void vam_slot_push_out(void *p, heap_t *h, desc_t *page, uintptr_t marker) {
+  vam_slot_push(h, page - page->back, p, marker);
 }
+
+static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 
 /* Slot p (checked) goes onto its block's list, counted freed. */
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
@@ -210,7 +212,7 @@ static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t
 
 /* What the fast path's slot test sent on: a block with 8-byte slots, an interior pointer,
  * anything else in a run (a large area, a core run), from any page of it. */
-static NOINLINE void vam_free_other(heap_t *h, desc_t *d, void *p, const char *call) {
+static NOINLINE void vam_free_other(void *p, heap_t *h, desc_t *d, const char *call) {
   design_free_run(h, d - d->back, p, vam_run_offset(d, p), call);
 }
 
@@ -225,9 +227,12 @@ static ALWAYS_INLINE void vam_free_plain(heap_t *h, desc_t *d, void *p, const ch
     else free_in_run(h, p, call);   /* a medium block's other pages, large areas, core runs */
     return;
   }
-  /* Any page of a block the fast path serves. */
-  if (likely(slot_multiple(vam_run_offset(d, p), d->aux))) vam_free_slot(h, d - d->back, p, call);
-  else vam_free_other(h, d, p, call);
+  /* Any page of a block the fast path serves: vam_slot_live, with the recip of the bin the
+   * object may go to (any page's cls is a class index: vam_block_mark writes it, nothing
+   * else does). */
+  vam_tbin_t *t = &h->d.tbin[d->cls];
+  if (likely(vam_slot_key_with(d, p, t->recip) < d->aux2)) vam_free_slot(h, d, t, p, call);
+  else vam_free_other(p, h, d, call);
 }
 
 static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {

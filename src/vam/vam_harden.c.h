@@ -56,6 +56,7 @@ static void vam_block_skip_first(desc_t *b) {
   char *start = desc_start(b);
   vam_canary_set(b, start);
   b->u.blk.bump = start + b->obj_size;
+  vam_bump_moved(b, start, b->u.blk.bump);
 }
 
 /* Puts slot p on block b's free list, marked free (marker: free_marker(p)); returns the list's
@@ -92,10 +93,12 @@ static ALWAYS_INLINE char *vam_carve(heap_t *h, desc_t *b) {
       vam_slot_list(h, b, other, free_marker(other));
       p += pick;
       b->u.blk.bump = q + size;
+      vam_bump_moved(b, q - size, q + size);
       return p;
     }
   }
   b->u.blk.bump = p + size;
+  vam_bump_moved(b, p, p + size);
   return p;
 }
 

@@ -12,8 +12,7 @@ static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, desc_t *pag
     return;
   }
   desc_t *d = page - page->back;
-  uint32_t off = (uint32_t)((char *)p - desc_start(d));
-  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !slot_multiple(off, d->aux) || (mitigation(CANARIES) && off == 0)) {
+  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !vam_slot_live_remote(page, p) || (mitigation(CANARIES) && p == desc_start(d))) {
     free_foreign_home(h, page, p, call);
     return;
   }
@@ -46,6 +45,10 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
       if (word & (1ull << (index & 63))) locus_fatal(call, "double free", p);
     } else if (d->marker_off) {
       char *slot = cfg_small_headers ? (char *)p - d->aux8 : p;
+      /* Not below the bump pointer (its page's bound, which the owner stored before it handed
+       * the object out: vam_slot_live_remote; not for 8-byte slots, whose keys say nothing). */
+      if (vam_class_recip[d->cls] && !vam_slot_live_remote(desc_of_page(segment_of(slot), slot), slot))
+        vam_free_unbumped(slot, d, p, call);
       uintptr_t *mark = (uintptr_t *)(slot + d->marker_off);
       if (mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
       marker_free_remote(mark, free_marker(slot), p, call);
@@ -256,7 +259,8 @@ static UNUSED ALWAYS_INLINE int design_bounds(desc_t *d, const char *a, const ch
   const char *base = desc_start(d);
   if (d->kind == KIND_VAM_BLOCK) {
     size_t off = (size_t)(a - base), size = d->obj_size;
-    size_t index = d->aux ? (size_t)(((uint64_t)off * d->aux) >> RECIP_SHIFT) : off / size;
+    uint32_t recip = vam_class_recip[d->cls];
+    size_t index = recip ? (size_t)(((uint64_t)off * recip) >> RECIP_SHIFT) : off / size;
     const char *slot = base + index * size;
     if ((mitigation(CANARIES) && index == 0) || slot + size > d->u.blk.end) return BOUNDS_NONE;
     *start = slot + (cfg_small_headers ? d->aux8 : 0);

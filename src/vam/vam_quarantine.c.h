@@ -135,8 +135,7 @@ static ALWAYS_INLINE void vam_secure_retire(heap_t *h, desc_t *b, void *p, const
 }
 
 static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
-  uint32_t off = vam_run_offset(d, p);
-  if (unlikely(!slot_multiple(off, d->aux) || (mitigation(CANARIES) && off == 0))) { vam_free_secure_other(h, d, p, call); return; }
+  if (unlikely(!vam_slot_live(d, p) || (mitigation(CANARIES) && vam_run_offset(d, p) == 0))) { vam_free_secure_other(h, d, p, call); return; }
   desc_t *b = d - d->back;
   vam_secure_retire(h, b, p, call);
   if (mitigation(QUARANTINE)) vam_quarantine_push(h, p, b);

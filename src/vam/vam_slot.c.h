@@ -21,7 +21,6 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   b->kind = KIND_VAM_BLOCK;
   b->cls = (uint8_t)cls;
   b->obj_size = (uint32_t)size;
-  vam_block_mark(b, vam_recip(size));
   b->used = 0;
   b->aux8 = cfg_small_headers && vam_classes.size[cls] < VAM_SMALL_LIMIT ? SMALL_HEADER : 0;
   /* The double-free marker lives in the word after the free-list link, if the slot has one. */
@@ -39,6 +38,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
     b->u.blk.free = bits;
   }
   b->u.blk.end = start + cap * size;
+  vam_block_mark(b);
   vam_block_skip_first(b);
   list_push(&h->d.avail[cls], b);
   return b;

@@ -14,25 +14,17 @@ static unsigned vam_tcache_cap(unsigned cls) {
   return (unsigned)(cap < 2 ? 2 : cap > VAM_TCACHE_SLOTS ? VAM_TCACHE_SLOTS : cap);
 }
 
-/* sizeclass_lookup_index(size) -> the offset of the size's thread-cache bin in a heap: malloc's hit
- * path goes from the size to the bin in one load, without the class index. */
-static uint16_t vam_tbin_offset[sizeclass_lookup_index(VAM_MEDIUM_MAX) + 1];
-
 /* The most chunk bytes a heap's large side holds (vam.h; 0: none), from the options. */
 static uint32_t vam_lcache_cap;
 
 static void vam_tcache_global_init(void) {
   vam_lcache_cap = opt.tcache && opt.discard != DISCARD_IMMEDIATE ? VAM_LCACHE_BYTES : 0;
-  for (size_t size = 0; size <= VAM_MEDIUM_MAX; size += 8)
-    vam_tbin_offset[sizeclass_lookup_index(size)] = (uint16_t)(offsetof(heap_t, d.tbin) + sizeclass_of(&vam_classes, size) * sizeof(vam_tbin_t));
-}
-_Static_assert(!VAM_TCACHE || offsetof(heap_t, d.tbin) + VAM_MAX_CLASSES * sizeof(vam_tbin_t) <= UINT16_MAX, "bin offsets fit 16 bits");
-
-static inline vam_tbin_t *vam_tbin_of_size(heap_t *h, size_t size) {
-  return (vam_tbin_t *)((char *)h + vam_tbin_offset[sizeclass_lookup_index(size)]);
 }
 
 static void vam_tcache_init(heap_t *h) {
+  for (size_t size = 0; size <= VAM_MEDIUM_MAX; size += 8)
+    h->d.tbin_of_size[sizeclass_lookup_index(size)] = &h->d.tbin[sizeclass_of(&vam_classes, size)];
+  for (unsigned c = 0; c < VAM_MAX_CLASSES; c++) h->d.tbin[c].recip = vam_class_recip[c];
   for (unsigned c = 0; c < vam_nclasses; c++) {
     vam_tbin_t *t = &h->d.tbin[c];
     t->top = t->slot;
@@ -44,12 +36,12 @@ static inline unsigned vam_tcache_count(const vam_tbin_t *t) {
   return t->top ? (unsigned)(t->top - t->slot) : 0;
 }
 
-/* The objects ever put into bin t (statistics, possibly read by another thread: then a close
- * estimate). */
+/* The objects put into bin t and not sent back to their blocks since (statistics, possibly
+ * read by another thread: then a close estimate). */
 static uint64_t vam_tcache_frees(const vam_tbin_t *t) {
   void **top = __atomic_load_n(&t->top, __ATOMIC_RELAXED);
   uint64_t held = top ? (uint64_t)(top - t->slot) : 0;
-  return __atomic_load_n(&t->allocs, __ATOMIC_RELAXED) + __atomic_load_n(&t->returned, __ATOMIC_RELAXED) + held;
+  return __atomic_load_n(&t->allocs, __ATOMIC_RELAXED) + held;
 }
 
 /* Cached object p of class cls handed out of bin t: its marker cleared, counted. */
@@ -62,7 +54,7 @@ static ALWAYS_INLINE void *vam_tcache_hand_out(vam_tbin_t *t, uintptr_t *p, unsi
 
 /* The most recently cached object of the class of size (at most VAM_MEDIUM_MAX), or NULL. */
 static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, size_t size, bool zero) {
-  vam_tbin_t *t = vam_tbin_of_size(h, size);
+  vam_tbin_t *t = h->d.tbin_of_size[sizeclass_lookup_index(size)];
   void **top = t->top;
   if (!((uintptr_t)top & (sizeof(vam_tbin_t) - 1))) return NULL;   /* at the bin's start: empty */
   t->top = --top;
@@ -76,10 +68,9 @@ static ALWAYS_INLINE void vam_tcache_push(vam_tbin_t *t, void **top, void *p) {
   t->top = top + 1;
 }
 
-/* Caches slot p (checked: handed out, not free) of class cls, marked free; false if the
- * class's stack is full. */
-static ALWAYS_INLINE bool vam_tcache_put(heap_t *h, unsigned cls, void *p, uintptr_t marker) {
-  vam_tbin_t *t = &h->d.tbin[cls];
+/* Caches slot p (checked: handed out, not free) in its class's bin t, marked free; false if
+ * the stack is full. */
+static ALWAYS_INLINE bool vam_tcache_put(vam_tbin_t *t, void *p, uintptr_t marker) {
   void **top = t->top;
   if (unlikely(top >= t->limit)) return false;
   ((uintptr_t *)p)[1] = marker;
@@ -98,7 +89,7 @@ static ALWAYS_INLINE bool vam_tcache_put_foreign(heap_t *me, unsigned cls, void 
   return true;
 }
 
-static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t marker);
+static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, void *p, const char *call);
 
 /* Every cached object of class cls back to its block (freed, as counted already); another
@@ -114,8 +105,7 @@ static void vam_tcache_return(heap_t *h, unsigned cls) {
     segment_t *s = segment_of(out[i]);
     desc_t *page = desc_of_page(s, out[i]), *b = page - page->back;
     if (likely(s->heap == h)) {
-      t->returned++;
-      vam_block_put(h, b, out[i], free_marker(out[i]));
+      vam_slot_push(h, b, out[i], free_marker(out[i]));   /* (counted freed now) */
     } else {   /* (not counted freed any more: the foreign way counts it) */
       ((uintptr_t *)out[i])[1] = 0;
       vam_foreign_keep_slow(h, s->heap, b, out[i], "free()");
