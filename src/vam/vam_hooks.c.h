@@ -148,6 +148,14 @@ static size_t vam_check_block(heap_t *h, desc_t *b) {
       nfree++;
     }
     unbumped = (size_t)(b->u.blk.end - b->u.blk.bump) / b->obj_size;
+    /* Free's slot test (vam.h): a slot passes on its page exactly if it is below the bump
+     * pointer (never with 8-byte slots). */
+    uintptr_t head = (uintptr_t)desc_start(b) >> os_page_shift;
+    for (char *slot = desc_start(b); slot < b->u.blk.end; slot += b->obj_size) {
+      const desc_t *page = &b[((uintptr_t)slot >> os_page_shift) - head];
+      CHECK(page->cls == b->cls);
+      CHECK(vam_slot_live(page, slot) == (slot < b->u.blk.bump && vam_class_recip[b->cls] != 0));
+    }
   }
   CHECK(b->used + nfree + unbumped + (mitigation(CANARIES) ? 1 : 0) == cap);   /* canaries: slot 0 unused */
   if (vam_block_full(b)) CHECK(nfree == 0 && unbumped == 0);
