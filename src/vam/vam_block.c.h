@@ -216,7 +216,10 @@ static ALWAYS_INLINE void vam_bump_moved(desc_t *b, const char *from, const char
 /* off / slot size if off is a multiple of it, else -1 (slow paths: any block). */
 static long vam_slot_of(const desc_t *b, size_t off) {
   uint32_t recip = vam_class_recip[b->cls];
-  if (!recip) return off % b->obj_size ? -1 : (long)(off / b->obj_size);
+  if (!recip) {   /* 8-byte slots (every other size has a recip): shifts, not a division */
+    ASSERT(b->obj_size == 8);
+    return off % 8 ? -1 : (long)(off / 8);
+  }
   return slot_multiple((uint32_t)off, recip) ? (long)(((uint64_t)off * recip) >> RECIP_SHIFT) : -1;
 }
 
