@@ -78,8 +78,10 @@ static COLD NOINLINE __attribute__((noipa)) void vam_free_unbumped(const char *s
 static ALWAYS_INLINE bool vam_slot_listed(const heap_t *h, const desc_t *b, const char *slot) {
   if (marker_says_free(*(const uintptr_t *)(slot + b->marker_off), free_marker(slot)) || slot == b->u.blk.free) return true;
   if (b->marker_off) return false;
+  /* (8-byte slots: a one-page block, so "in the block" is "on slot's page") */
+  _Static_assert(VAM_SMALL_PAGES == 1, "8-byte blocks are one page");
   char *next = vam_link_load(h, slot);
-  return !next || (next >= desc_start(b) && next < b->u.blk.bump && !((uintptr_t)next & 7));
+  return !next || (!(((uintptr_t)next ^ (uintptr_t)slot) >> os_page_shift) && next < b->u.blk.bump && !((uintptr_t)next & 7));
 }
 
 /* Frees p, at offset off in block b: every block and variant (the flagship's fast path is
