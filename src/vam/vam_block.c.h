@@ -204,13 +204,12 @@ static ALWAYS_INLINE bool vam_slot_live_remote(const desc_t *d, const void *p) {
   return vam_slot_key(d, p) < __atomic_load_n(&d->aux2, __ATOMIC_RELAXED);
 }
 
-/* Block b's bump pointer moved from `from` past one or two slots to `to`: the pages where
- * those slots start learn the new bound. */
-static ALWAYS_INLINE void vam_bump_moved(desc_t *b, const char *from, const char *to) {
-  uintptr_t head = (uintptr_t)desc_start(b) >> os_page_shift;
+/* Block b's bump pointer moved from `from` past one slot (two in the secure build, whose
+ * second starts at `second`) to `to`: the pages where those slots start learn the new bound. */
+static ALWAYS_INLINE void vam_bump_moved(desc_t *b, const char *from, const char *second, const char *to) {
   uint32_t bound = vam_slot_key(b, to);
-  __atomic_store_n(&b[((uintptr_t)from >> os_page_shift) - head].aux2, bound, __ATOMIC_RELAXED);
-  __atomic_store_n(&b[((uintptr_t)(to - b->obj_size) >> os_page_shift) - head].aux2, bound, __ATOMIC_RELAXED);
+  __atomic_store_n(&desc_of_page(segment_of(from), from)->aux2, bound, __ATOMIC_RELAXED);
+  if (second) __atomic_store_n(&desc_of_page(segment_of(second), second)->aux2, bound, __ATOMIC_RELAXED);
 }
 
 /* off / slot size if off is a multiple of it, else -1 (slow paths: any block). */

@@ -56,7 +56,7 @@ static void vam_block_skip_first(desc_t *b) {
   char *start = desc_start(b);
   vam_canary_set(b, start);
   b->u.blk.bump = start + b->obj_size;
-  vam_bump_moved(b, start, b->u.blk.bump);
+  vam_bump_moved(b, start, NULL, b->u.blk.bump);
 }
 
 /* Puts slot p on block b's free list, marked free (marker: free_marker(p)); returns the list's
@@ -93,12 +93,12 @@ static ALWAYS_INLINE char *vam_carve(heap_t *h, desc_t *b) {
       vam_slot_list(h, b, other, free_marker(other));
       p += pick;
       b->u.blk.bump = q + size;
-      vam_bump_moved(b, q - size, q + size);
+      vam_bump_moved(b, q - size, q, q + size);
       return p;
     }
   }
   b->u.blk.bump = p + size;
-  vam_bump_moved(b, p, p + size);
+  vam_bump_moved(b, p, NULL, p + size);
   return p;
 }
 
