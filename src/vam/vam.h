@@ -35,8 +35,9 @@
  *  - spare[c] is NULL or a block of class c, on avail[c] while it is empty. Every listed block
  *    but the spares has used > 0; blocks in cache[k] are on no list, empty, of size k.
  *  - used + (objects on the free list) + (objects beyond bump) == capacity.
- *  - A freed small object holds (address ^ cookie) in its second word (objects of 16 B and
- *    more): the cheap double-free test. Allocation clears it.
+ *  - A freed small object holds its free marker (free_marker: a function of its address) in
+ *    its second word (objects of 16 B and more): the cheap double-free test. Allocation
+ *    clears it.
  *  - Every page of a block carries the block's class (cls), its slot-key offset (aux) and a
  *    bound (aux2) such that an address on that page passes free's fast slot test
  *    (vam_slot_live: its key below the bound) exactly if it is the start of a slot below the
