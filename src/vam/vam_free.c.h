@@ -212,8 +212,9 @@ static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t
   if (unlikely(--b->used == 0)) vam_block_empty(h, b);
 }
 
-/* What the fast path's slot test sent on: a block with 8-byte slots, an interior pointer,
- * anything else in a run (a large area, a core run), from any page of it. */
+/* What the fast path's slot test sent on: a block with 8-byte slots, an interior pointer, a
+ * slot not handed out, anything else in a run (a large area, a core run), from any page of
+ * it. */
 static NOINLINE void vam_free_tiny(heap_t *h, desc_t *b, void *p, const char *call);
 static NOINLINE void vam_free_other(void *p, heap_t *h, desc_t *d, const char *call) {
   desc_t *b = d - d->back;
