@@ -71,13 +71,10 @@ static NOINLINE void free_foreign_heap(void *p, heap_t *h, desc_t *page, const c
 }
 
 static ALWAYS_INLINE void free_impl(void *p, const char *call) {
-  /* segmap_get(p) == GRANULE_SEGMENT, written for the fast path: the map's byte compared in
-   * place (a plain read: the byte changes only when its granule is mapped or unmapped, and a
-   * free of an object there cannot race with that), and the map's index shifted back as the
-   * segment's address (kept so: one instruction, where the mask the compiler makes of it is
-   * two). NULL lies in granule 0, never a segment. */
+  /* The map's index shifted back is the segment's address (kept so: one instruction, where
+   * the mask the compiler makes of it is two). NULL lies in granule 0, never a segment. */
   uintptr_t g = (uintptr_t)p >> SEGMENT_SHIFT;
-  if (likely(g < ((uintptr_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT)) && ((const uint8_t *)segmap)[g] == GRANULE_SEGMENT)) {
+  if (likely(segmap_is_segment(g))) {
     __asm__("" : "+r"(g));
     segment_t *s = (segment_t *)(g << SEGMENT_SHIFT);
     heap_t *h = s->heap;

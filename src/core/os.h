@@ -104,18 +104,27 @@ enum granule_kind { GRANULE_NONE = 0, GRANULE_SEGMENT = 1, GRANULE_OS_HEAD = 2, 
 
 /* In .bss: zero-filled on demand, so it costs nothing until touched, and it is valid before
  * start-up runs (a free of a foreign pointer as the very first call must still be caught). */
-static _Atomic(uint8_t) segmap[(size_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT)];
+#define SEGMAP_GRANULES ((uintptr_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT))
+static _Atomic(uint8_t) segmap[SEGMAP_GRANULES];
 
 static inline unsigned segmap_get(const void *p) {
   uintptr_t g = (uintptr_t)p >> SEGMENT_SHIFT;
-  if (unlikely(g >= ((uintptr_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT)))) return GRANULE_NONE;
+  if (unlikely(g >= SEGMAP_GRANULES)) return GRANULE_NONE;
   return atomic_load_explicit(&segmap[g], memory_order_relaxed);
+}
+
+/* Whether granule g (an address >> SEGMENT_SHIFT) is a segment's: segmap_get's test for free's
+ * fast path, the byte compared in place (a plain read, which the compiler folds into the
+ * comparison: the byte changes only when its granule is mapped or unmapped, and a free of an
+ * object there cannot race with that). */
+static ALWAYS_INLINE bool segmap_is_segment(uintptr_t g) {
+  return g < SEGMAP_GRANULES && ((const uint8_t *)segmap)[g] == GRANULE_SEGMENT;
 }
 
 /* Marks [p, p+size) (granule-aligned p) as `head` for the first granule and `rest` after. */
 static void segmap_set(const void *p, size_t size, unsigned head, unsigned rest) {
   uintptr_t g = (uintptr_t)p >> SEGMENT_SHIFT, n = (size + SEGMENT_MASK) >> SEGMENT_SHIFT;
-  if (g + n > ((uintptr_t)1 << (ADDRESS_BITS - SEGMENT_SHIFT))) return;
+  if (g + n > SEGMAP_GRANULES) return;
   for (uintptr_t i = 0; i < n; i++)
     atomic_store_explicit(&segmap[g + i], (uint8_t)(i ? rest : head), memory_order_release);
 }

@@ -193,8 +193,11 @@ static ALWAYS_INLINE uint32_t vam_slot_key(const desc_t *d, const void *p) {
  * on d's page (vam_bump_moved), 0 if none did since the block was (re)set, and 0 on every page
  * of anything but a block the fast path serves (whose keys are all 0 with a recip of 0, so
  * nothing passes there either). Keys grow with the slot index, so one comparison tells both. */
+static ALWAYS_INLINE bool vam_slot_live_with(const desc_t *d, const void *p, uint32_t recip) {
+  return vam_slot_key_with(d, p, recip) < d->aux2;
+}
 static ALWAYS_INLINE bool vam_slot_live(const desc_t *d, const void *p) {
-  return vam_slot_key(d, p) < d->aux2;
+  return vam_slot_live_with(d, p, vam_class_recip[d->cls]);
 }
 
 /* The same test by a thread that does not own the block (the owner may move the bound as it

@@ -243,7 +243,7 @@ static ALWAYS_INLINE void vam_free_plain(heap_t *h, desc_t *d, void *p, const ch
    * object may go to (any page's cls is a class index: vam_block_mark writes it, nothing
    * else does). */
   vam_tbin_t *t = &h->d.tbin[d->cls];
-  if (likely(vam_slot_key_with(d, p, t->recip) < d->aux2)) vam_free_slot(h, d, t, p, call);
+  if (likely(vam_slot_live_with(d, p, t->recip))) vam_free_slot(h, d, t, p, call);
   else vam_free_other(p, h, d, call);
 }
 

@@ -46,9 +46,8 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
     } else if (d->marker_off) {
       char *slot = cfg_small_headers ? (char *)p - d->aux8 : p;
       /* Not below the bump pointer (its page's bound, which the owner stored before it handed
-       * the object out: vam_slot_live_remote; not for 8-byte slots, whose keys say nothing). */
-      if (vam_class_recip[d->cls] && !vam_slot_live_remote(desc_of_page(segment_of(slot), slot), slot))
-        vam_free_unbumped(slot, d, p, call);
+       * the object out: vam_slot_live_remote; slots with a marker word have a recip). */
+      if (!vam_slot_live_remote(desc_of_page(segment_of(slot), slot), slot)) vam_free_unbumped(slot, d, p, call);
       uintptr_t *mark = (uintptr_t *)(slot + d->marker_off);
       if (mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
       marker_free_remote(mark, free_marker(slot), p, call);

@@ -9,7 +9,7 @@
  * takes from the cache before it tests for those: design_alloc_cached). */
 static unsigned vam_tcache_cap(unsigned cls) {
   size_t slot = vam_slot_size(cls);
-  if (!cfg_tcache || !opt.tcache || opt.discard == DISCARD_IMMEDIATE || opt.sites || !vam_recip(slot)) return 0;
+  if (!cfg_tcache || !opt.tcache || opt.discard == DISCARD_IMMEDIATE || opt.sites || !vam_class_recip[cls]) return 0;
   size_t cap = VAM_TCACHE_BYTES / slot;
   return (unsigned)(cap < 2 ? 2 : cap > VAM_TCACHE_SLOTS ? VAM_TCACHE_SLOTS : cap);
 }
