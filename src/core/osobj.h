@@ -58,6 +58,7 @@ typedef struct os_obj {
   size_t part_end[OS_OBJ_PARTS];
   size_t span;             /* a span's object (below): the bytes mapped for it; else 0 */
   size_t resident;         /* a span's object: bytes from the base that may be resident */
+  size_t idle_tail;        /* a span's object: its resident bytes past map_size (huge_tail_bytes) */
   struct locus_region *region;   /* a big region object's region, else NULL: the owner that
                                     free() hands the object to (free.h) */
 } os_obj_t;
@@ -79,6 +80,7 @@ typedef struct huge_piece {
 static huge_piece_t huge_pool[HUGE_POOL_PIECES];
 static unsigned huge_pool_n;
 static _Atomic size_t huge_cache_bytes;               /* bytes in the pool (all resident) */
+static _Atomic size_t huge_tail_bytes;                /* live span objects' idle tails */
 static _Atomic uint64_t huge_cache_oldest_ms;         /* no piece was freed before this */
 static size_t huge_demand_peak, huge_demand_prev;     /* live-byte peaks: this window, the last */
 static uint64_t huge_demand_since;                    /* start of this window */
@@ -86,6 +88,7 @@ static _Atomic uint64_t os_objects_live, os_objects_bytes, os_parts_live;
 
 /* The span cache (see "spans" below): whole mappings of freed objects, by size. */
 #define HUGE_SPANS 64             /* most spans the cache holds */
+#define HUGE_SPAN_SLACK (4 * SEGMENT_SIZE)   /* cached bytes past the demand bound (below) */
 typedef struct huge_span {
   char *addr;
   size_t span;             /* bytes mapped (whole granules) */
@@ -322,10 +325,13 @@ static inline uint64_t huge_idle_before(uint64_t now) { return now > opt.decay_m
  * within its span (realloc: no mremap). Servers that hand 1-5 MiB buffers between threads
  * then reuse the same few spans without mmap, munmap or mremap once warm (the pool's pieces
  * above, moved into fresh mappings with mremap, cost about 2,000 system calls a second on
- * bench/xlarge). A reused span's resident pages past the object are kept up to twice the
- * object's size or two granules, whichever is more, and the rest discarded (madvise): pages
- * kept spare the next, bigger, object its page faults, which cost more than system calls.
- * The cap is the pool's: at most the recent peak of live OS-object bytes minus those live now
+ * bench/xlarge). A reused span's resident pages past the object, its idle tail, are kept up
+ * to twice the object's size or two granules, whichever is more, and only the rest is
+ * discarded (madvise): pages kept spare the next, bigger, object its page faults, which cost
+ * more than system calls. (Discarding the whole tail once it passed that bound made
+ * bench/bigbuf, buffers of 5-25 MiB replaced at random, fault in 25% more pages; keeping every
+ * tail, 7% more peak RSS.) The tails count as committed memory (huge_tail_bytes). The cache's
+ * cap is the pool's: at most the recent peak of live OS-object bytes minus those live now
  * (plus the smallest span's worth of slack), at most LOCUS_HUGE_CACHE; past it the oldest
  * spans lose their tail pages (madvise, under the lock: the span stays cached) or go whole; a
  * span idle for LOCUS_DECAY_MS is unmapped, so when demand falls the cache empties.
@@ -335,13 +341,14 @@ static inline bool huge_spans_on(void) {
   return !mitigation(GUARD_PAGES) && !mitigation(HUGE_RELEASE) && opt.discard != DISCARD_IMMEDIATE && opt.huge_cache;
 }
 
-/* Spans come in few sizes, so that a cached one fits most requests: four granules (16 MiB of
+/* Spans come in few sizes, so that a cached one fits most requests: eight granules (32 MiB of
  * address space, never touched beyond what objects use) at least, then powers of two up to
  * 64 MiB, whole granules past that. (With two granules at least, tests/design_vam's buffers
- * of 4-12 MiB found no fitting span half as often, and faulted in 50% more pages.) */
+ * of 4-12 MiB found no fitting span half as often, and faulted in 50% more pages; with four,
+ * bench/bigbuf's of 5-25 MiB missed the cache one time in nine, 40% more page faults.) */
 static inline size_t huge_span_for(size_t map_size) {
   size_t g = align_up(map_size, SEGMENT_SIZE) >> SEGMENT_SHIFT;
-  if (g < 4) g = 4;
+  if (g < 8) g = 8;
   else if (g < 16 && !is_pow2(g)) g = (size_t)2 << log2_floor(g);
   return g << SEGMENT_SHIFT;
 }
@@ -475,10 +482,11 @@ static bool huge_pool_pick(size_t need, size_t align, bool gather, huge_piece_t 
 
 static char *huge_span_take(size_t map_size, size_t *span, size_t *dirty) {
   uint64_t now = now_ms();
-  size_t live = atomic_load_explicit(&os_objects_bytes, memory_order_relaxed);
+  size_t live = atomic_load_explicit(&os_objects_bytes, memory_order_relaxed) + map_size;
   huge_span_t got = { NULL, 0, 0, 0 };
+  size_t cut = 0;
   lock_acquire(&huge_cache_lock);
-  huge_demand(now, live + map_size);
+  huge_demand(now, live);
   int best = -1;
   for (unsigned i = 0; i < huge_spans_n; i++)
     if (huge_spans[i].span >= map_size && (best < 0 || huge_span_better(&huge_spans[i], &huge_spans[best], map_size)))
@@ -486,14 +494,19 @@ static char *huge_span_take(size_t map_size, size_t *span, size_t *dirty) {
   if (best >= 0) {
     huge_span_remove((unsigned)best, &got, false);
     huge_pool_note_oldest();
+    /* a small object does not pin all of a big one's pages (see above) */
+    if (got.resident > map_size) {
+      size_t tail = got.resident - map_size, room = 2 * (map_size > SEGMENT_SIZE ? map_size : SEGMENT_SIZE);
+      if (tail > room) { cut = tail - room; tail = room; }
+      huge_tail_bytes += tail;
+    }
   }
   lock_release(&huge_cache_lock);
   huge_cache_tick();
   if (got.addr) {
-    /* a small object does not pin a big one's pages (see above) */
-    if (got.resident > map_size && got.resident - map_size > 2 * (map_size > SEGMENT_SIZE ? map_size : SEGMENT_SIZE)) {
-      os_discard(got.addr + map_size, got.resident - map_size);
-      got.resident = map_size;
+    if (cut) {
+      got.resident -= cut;
+      os_discard(got.addr + got.resident, cut);
     }
     *span = got.span;
     *dirty = got.resident;
@@ -517,12 +530,13 @@ static void huge_span_put(os_obj_t *o, size_t live) {
   atomic_fetch_sub_explicit(&os_parts_live, o->nparts, memory_order_relaxed);
   if (size > SEGMENT_SIZE) segmap_set(sp.addr + SEGMENT_SIZE, size - SEGMENT_SIZE, GRANULE_NONE, GRANULE_NONE);
   lock_acquire(&huge_cache_lock);
+  huge_tail_bytes -= o->idle_tail;   /* (the tail is the cached span's now) */
   size_t peak = huge_demand(sp.freed_ms, live);
   size_t keep = peak - live < opt.huge_cache ? peak - live : opt.huge_cache & ~(os_page_size - 1);
-  /* The slack (the smallest span, within LOCUS_HUGE_CACHE) spares system calls and page faults
+  /* The slack (16 MiB, within LOCUS_HUGE_CACHE) spares system calls and page faults
    * at every small swing of demand: with one granule of slack, bench/xlarge missed the cache
    * three times as often (each miss a fresh span, every page of it faulted in). */
-  size_t slack = opt.huge_cache - keep < huge_span_for(0) ? opt.huge_cache - keep : huge_span_for(0);
+  size_t slack = opt.huge_cache - keep < HUGE_SPAN_SLACK ? opt.huge_cache - keep : HUGE_SPAN_SLACK;
   if (huge_spans_n == HUGE_SPANS) huge_span_remove((unsigned)huge_spans_oldest(), &drop[n++], true);
   huge_spans[huge_spans_n++] = sp;
   huge_cache_bytes += resident;
@@ -596,6 +610,7 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   memcpy(o->part_end, ends, nparts * sizeof *ends);
   o->span = span_size;
   o->resident = dirty > map_size ? dirty : map_size;
+  o->idle_tail = span_size ? o->resident - map_size : 0;   /* (counted by huge_span_take) */
   segmap_set(o, map_size, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
   if (zero && dirty > offset) memset((char *)o + offset, 0, (dirty < offset + size ? dirty : offset + size) - offset);
   o->state = OS_OBJ_LIVE;
@@ -719,6 +734,9 @@ static bool os_obj_resize(void *p, size_t size) {
       o->span = want;
     }
     if (need > o->resident) o->resident = need;
+    size_t tail = o->resident - need;   /* (the object grows into its idle tail) */
+    atomic_fetch_sub_explicit(&huge_tail_bytes, o->idle_tail - tail, memory_order_relaxed);
+    o->idle_tail = tail;
     atomic_fetch_add_explicit(&os_objects_bytes, extra, memory_order_relaxed);
     segmap_set(o, need, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
     o->map_size = need;

@@ -46,7 +46,7 @@ static void stats_collect(locus_stats_t *st) {
   uint64_t os_live = atomic_load(&os_objects_live), os_bytes = atomic_load(&os_objects_bytes);
   st->huge_in_use += os_live;
   st->bytes_allocated += os_bytes;
-  st->bytes_committed += os_bytes + huge_cache_bytes;
+  st->bytes_committed += os_bytes + huge_cache_bytes + huge_tail_bytes;
   st->bytes_mapped = atomic_load(&os_bytes_mapped);
   st->bytes_discarded = atomic_load(&os_bytes_discarded);
   st->discard_calls = atomic_load(&os_discard_calls);
