@@ -119,11 +119,10 @@ static void vam_transfer_sweep(heap_t *h, bool all) {
   }
 }
 
-/* A free of p, owned by block b of another heap, by the thread owning heap me: kept in me's
- * foreign-object cache after the checks of a local free (not marked free), the cache having
- * room. */
-static ALWAYS_INLINE void vam_foreign_push(heap_t *me, desc_t *b, void *p, const char *call) {
-  unsigned cls = b->cls;
+/* A free of p, of class cls, owned by another heap, by the thread owning heap me: kept in
+ * me's foreign-object cache after the checks of a local free (not marked free), the cache
+ * having room. */
+static ALWAYS_INLINE void vam_foreign_push(heap_t *me, unsigned cls, void *p, const char *call) {
   desc_t *f = &me->d.foreign[cls];
   uintptr_t *w = p;
   marker_free_remote(&w[1], free_marker(p), p, call);
@@ -144,8 +143,8 @@ static void *vam_foreign_detach(heap_t *h, unsigned c) {
   return list;
 }
 
-static inline bool vam_foreign_full(heap_t *me, desc_t *b) {
-  return (uint16_t)(0 - me->d.foreign[b->cls].used) >= VAM_FOREIGN_MAX;
+static inline bool vam_foreign_full(heap_t *me, unsigned cls) {
+  return (uint16_t)(0 - me->d.foreign[cls].used) >= VAM_FOREIGN_MAX;
 }
 
 /* vam_foreign_free's other cases, out of line (its fast path then keeps no registers): a
@@ -158,29 +157,32 @@ static NOINLINE void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, voi
     free_foreign_home(h, b, p, call);
     return;
   }
-  if (vam_foreign_full(me, b)) {
+  if (vam_foreign_full(me, b->cls)) {
     if (!cfg_transfer || !vam_transfer_give(b->cls, me->d.foreign[b->cls].u.blk.free)) {
       free_foreign_home(h, b, p, call);
       return;
     }
     vam_foreign_detach(me, b->cls);   /* (the list is the batch's now) */
   }
-  vam_foreign_push(me, b, p, call);
+  vam_foreign_push(me, b->cls, p, call);
 }
 
 /* The flagship's design_free_foreign: page is the descriptor of any page of p's block, or of
  * no block at all (the free's slot test, vam_slot_live_remote, passes only for a handed-out
  * slot of a block with marker words); h is p's owner. */
 static ALWAYS_INLINE void vam_foreign_free(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call) {
-  desc_t *b = page - page->back;
+  /* (every page of a block has its class: the block's head, most likely another line of
+   * descriptors, cold, is read only on the slow path; reading it here cost turnover 7% of its
+   * allocator's D1 read misses) */
+  unsigned cls = page->cls;
   if (!cfg_foreign_cache || !vam_slot_live_remote(page, p))
     free_foreign_home(h, page, p, call);   /* checked and reported there */
-  else if (cfg_tcache && likely(vam_tcache_put_foreign(me, b->cls, p, call)))
+  else if (cfg_tcache && likely(vam_tcache_put_foreign(me, cls, p, call)))
     return;
-  else if (unlikely(me == &heap_empty) || unlikely(vam_foreign_full(me, b)))
-    vam_foreign_keep_slow(me, h, b, p, call);
+  else if (unlikely(me == &heap_empty) || unlikely(vam_foreign_full(me, cls)))
+    vam_foreign_keep_slow(me, h, page - page->back, p, call);
   else
-    vam_foreign_push(me, b, p, call);
+    vam_foreign_push(me, cls, p, call);
 }
 
 /* Class cls of h has no available block: a batch from the transfer cache becomes h's
