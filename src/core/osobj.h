@@ -329,10 +329,10 @@ static inline uint64_t huge_idle_before(uint64_t now) { return now > opt.decay_m
  * to twice the object's size or two granules, whichever is more, and only the rest is
  * discarded (madvise): pages kept spare the next, bigger, object its page faults, which cost
  * more than system calls. (Discarding the whole tail once it passed that bound made
- * bench/bigbuf, buffers of 5-25 MiB replaced at random, fault in 25% more pages; keeping every
- * tail, 7% more peak RSS.) The tails count as committed memory (huge_tail_bytes). The cache's
- * cap is the pool's: at most the recent peak of live OS-object bytes minus those live now
- * (plus the smallest span's worth of slack), at most LOCUS_HUGE_CACHE; past it the oldest
+ * bench/bigbuf, buffers of 5-25 MiB replaced at random, fault in 22% more pages; keeping every
+ * tail cost it 9% more peak RSS.) The tails count as committed memory (huge_tail_bytes).
+ * The cache's cap is the pool's: at most the recent peak of live OS-object bytes minus those
+ * live now (plus HUGE_SPAN_SLACK), at most LOCUS_HUGE_CACHE; past it the oldest
  * spans lose their tail pages (madvise, under the lock: the span stays cached) or go whole; a
  * span idle for LOCUS_DECAY_MS is unmapped, so when demand falls the cache empties.
  * A cached span keeps its head granule's segment-map entry (a double free is still seen as
