@@ -10,6 +10,12 @@
  *   stress_large giveback  the same, then everything is freed and the program goes quiet
  *       (beyond LOCUS_DECAY_MS, which CTest sets to 50 for this section): after a few small
  *       calls the resident memory must be back near where it started.
+ *   stress_large span_tail  a big buffer freed, a smaller one in its place, then a big one
+ *       again: the smaller one kept the span's resident pages up to twice its own size, so
+ *       the big one faults in only the rest (discarding them all made it fault in 75%).
+ *   stress_large span_fit  a 12 MiB buffer freed, then a 20 MiB one: it takes the first's
+ *       span (spans are 32 MiB at least) and faults in only what the first never touched
+ *       (with 16 MiB spans it got a fresh mapping and faulted in every page).
  *
  * The calls are counted here, whatever library is loaded: this program defines the five
  * functions (a preloaded library's calls resolve to the executable's definitions first) and
@@ -25,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -178,11 +185,71 @@ static void test_giveback(void) {
          "%zu KiB busy)", after >> 10, base >> 10, busy >> 10);
 }
 
+/* ---- spans: big buffers reused without refaults ------------------------------------------- */
+
+static long minor_faults(void) {
+  struct rusage ru;
+  CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+  return ru.ru_minflt;
+}
+
+/* Writes a byte on every page of p's first n bytes; returns the page faults that took. */
+static long touch(char *p, size_t n) {
+  long before = minor_faults();
+  for (size_t i = 0; i < n; i += 4 * KIB) ((volatile char *)p)[i] = 1;
+  return minor_faults() - before;
+}
+
+/* Whether this library keeps freed big objects in spans (the secure build maps each afresh;
+ * the immediate discard policy and LOCUS_HUGE_CACHE=0 keep none). */
+static bool spans_expected(void) {
+  const char *d = getenv("LOCUS_DISCARD"), *c = getenv("LOCUS_HUGE_CACHE");
+  return have_locus && !strstr(L.variant(), "secure") && !(d && !strcmp(d, "immediate")) && !(c && atol(c) == 0);
+}
+
+static void test_span_tail(void) {
+  size_t big = 20 * MIB, small = 5 * MIB;
+  char *a = opaque_ptr(malloc(big));
+  CHECK(a != NULL);
+  touch(a, big);
+  free(a);
+  char *b = opaque_ptr(malloc(small));
+  CHECK(b != NULL);
+  touch(b, small);
+  free(b);
+  char *c = opaque_ptr(malloc(big));
+  CHECK(c != NULL);
+  long faults = touch(c, big), pages = (long)(big / (4 * KIB));
+  free(c);
+  test_note("     20 MiB after 5 MiB in its span: %ld page faults of %ld pages\n", faults, pages);
+  if (!spans_expected()) return;
+  CHECKF(faults <= pages / 2, "the 20 MiB buffer faulted in %ld of its %ld pages: the 5 MiB one "
+         "discarded the span's tail", faults, pages);
+}
+
+static void test_span_fit(void) {
+  size_t first = 12 * MIB, second = 20 * MIB;
+  char *a = opaque_ptr(malloc(first));
+  CHECK(a != NULL);
+  touch(a, first);
+  free(a);
+  char *b = opaque_ptr(malloc(second));
+  CHECK(b != NULL);
+  long faults = touch(b, second), pages = (long)(second / (4 * KIB));
+  free(b);
+  test_note("     20 MiB after a freed 12 MiB: %ld page faults of %ld pages\n", faults, pages);
+  if (!spans_expected()) return;
+  CHECKF(faults <= pages * 7 / 10, "the 20 MiB buffer faulted in %ld of its %ld pages: it did not "
+         "reuse the 12 MiB one's span", faults, pages);
+}
+
 int main(int argc, char **argv) {
   have_locus = locus_api_require(&L);
   static const test_section_t sections[] = {
     { "steady", test_steady },
     { "giveback", test_giveback },
+    { "span_tail", test_span_tail },
+    { "span_fit", test_span_fit },
   };
   return test_run_sections(argc, argv, sections, sizeof sections / sizeof *sections);
 }
