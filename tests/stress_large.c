@@ -207,20 +207,22 @@ static bool spans_expected(void) {
   return have_locus && !strstr(L.variant(), "secure") && !(d && !strcmp(d, "immediate")) && !(c && atol(c) == 0);
 }
 
+/* Buffers of sizes[0..n-1] MiB in turn, each written on every page and freed: the page
+ * faults the last one's writes took. */
+static long faults_of_last(const size_t *sizes, int n) {
+  long faults = 0;
+  for (int i = 0; i < n; i++) {
+    char *p = opaque_ptr(malloc(sizes[i] * MIB));
+    CHECK(p != NULL);
+    faults = touch(p, sizes[i] * MIB);
+    free(p);
+  }
+  return faults;
+}
+
 static void test_span_tail(void) {
-  size_t big = 20 * MIB, small = 5 * MIB;
-  char *a = opaque_ptr(malloc(big));
-  CHECK(a != NULL);
-  touch(a, big);
-  free(a);
-  char *b = opaque_ptr(malloc(small));
-  CHECK(b != NULL);
-  touch(b, small);
-  free(b);
-  char *c = opaque_ptr(malloc(big));
-  CHECK(c != NULL);
-  long faults = touch(c, big), pages = (long)(big / (4 * KIB));
-  free(c);
+  static const size_t mib[] = { 20, 5, 20 };
+  long faults = faults_of_last(mib, 3), pages = (long)(20 * MIB / (4 * KIB));
   test_note("     20 MiB after 5 MiB in its span: %ld page faults of %ld pages\n", faults, pages);
   if (!spans_expected()) return;
   CHECKF(faults <= pages / 2, "the 20 MiB buffer faulted in %ld of its %ld pages: the 5 MiB one "
@@ -228,15 +230,8 @@ static void test_span_tail(void) {
 }
 
 static void test_span_fit(void) {
-  size_t first = 12 * MIB, second = 20 * MIB;
-  char *a = opaque_ptr(malloc(first));
-  CHECK(a != NULL);
-  touch(a, first);
-  free(a);
-  char *b = opaque_ptr(malloc(second));
-  CHECK(b != NULL);
-  long faults = touch(b, second), pages = (long)(second / (4 * KIB));
-  free(b);
+  static const size_t mib[] = { 12, 20 };
+  long faults = faults_of_last(mib, 2), pages = (long)(20 * MIB / (4 * KIB));
   test_note("     20 MiB after a freed 12 MiB: %ld page faults of %ld pages\n", faults, pages);
   if (!spans_expected()) return;
   CHECKF(faults <= pages * 7 / 10, "the 20 MiB buffer faulted in %ld of its %ld pages: it did not "
