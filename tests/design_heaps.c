@@ -11,6 +11,10 @@
  *                   manager for huge runs, shared by all threads)
  *   locks           concurrent thread churn with cross-thread frees: the shared locks are
  *                   counted, and contention stays a small fraction of acquisitions
+ *   fork_adopt      threads that come and go while another thread forks again and again
+ *                   still adopt the heaps of exited ones (a fork holds every heap's lock
+ *                   while it runs: a thread that then made a new heap instead grew the
+ *                   registry by a heap a thread, and every fork got slower)
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -18,6 +22,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 
 static locus_api_t L;
@@ -156,6 +161,52 @@ static void t_locks(void) {
   CHECKF(b.heaps <= a.heaps + CHURN_THREADS + 2, "heaps of exited threads were not adopted");
 }
 
+/* Threads of four that allocate a little and exit, round after round, until told to stop. */
+static atomic_bool fork_done;
+
+static void *short_lived(void *arg) {
+  void *p[32];
+  for (int i = 0; i < 32; i++) p[i] = malloc(16 + 24 * (size_t)i);
+  for (int i = 0; i < 32; i++) free(p[i]);
+  return arg;
+}
+
+static void *spawner(void *arg) {
+  while (!atomic_load(&fork_done)) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) CHECK(pthread_create(&t[i], NULL, short_lived, NULL) == 0);
+    for (int i = 0; i < 4; i++) CHECK(pthread_join(t[i], NULL) == 0);
+  }
+  return arg;
+}
+
+enum { FORKS = 300 };
+
+static void t_fork_adopt(void) {
+  locus_stats_t a, b;
+  CHECK(L.stats_get(&a) == 0);
+  pthread_t s[2];
+  for (int i = 0; i < 2; i++) CHECK(pthread_create(&s[i], NULL, spawner, NULL) == 0);
+  for (int i = 0; i < FORKS; i++) {
+    pid_t c = fork();
+    CHECK(c >= 0);
+    if (c == 0) {
+      free(opaque_ptr(malloc(100)));
+      _exit(0);
+    }
+    int status;
+    CHECK(waitpid(c, &status, 0) == c && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  atomic_store(&fork_done, true);
+  for (int i = 0; i < 2; i++) CHECK(pthread_join(s[i], NULL) == 0);
+  CHECK(L.stats_get(&b) == 0);
+  test_note("fork_adopt: %llu heaps after %d forks among threads that come and go\n",
+            (unsigned long long)(b.heaps - a.heaps), FORKS);
+  /* (at most 10 threads live at once; before the fix, ~400 heaps) */
+  CHECKF(b.heaps <= a.heaps + 32, "%llu heaps made for threads that could have adopted one",
+         (unsigned long long)(b.heaps - a.heaps));
+}
+
 int main(int argc, char **argv) {
   page = (size_t)sysconf(_SC_PAGESIZE);
   if (!locus_api_require(&L)) {
@@ -168,6 +219,7 @@ int main(int argc, char **argv) {
     { "sweep", t_sweep },
     { "huge_shared", t_huge_shared },
     { "locks", t_locks },
+    { "fork_adopt", t_fork_adopt },
   };
   return test_run_sections(argc, argv, sections, sizeof sections / sizeof *sections);
 }

@@ -16,14 +16,19 @@
  * their memory stays reachable through frees, it is not reused). */
 static uintptr_t fork_skipped;   /* bit mask: which of the global locks we did not take */
 
+/* The locks are taken in the order a thread may nest them: the registry's, every heap's, then
+ * the OS-object cache's. A heap's lock is held around code that frees pages, and a page
+ * free runs the OS-object cache's decay, which takes its lock (a thread exiting while
+ * another forks: with the cache's lock taken before the heaps', each waited for the other,
+ * and the fork hung). Nothing takes a heap's or the registry's lock under the cache's. */
 static void fork_prepare(void) {
   fork_skipped = 0;
   if (lock_held_by_self(&registry_lock)) fork_skipped |= 1; else lock_acquire(&registry_lock);
-  if (lock_held_by_self(&huge_cache_lock)) fork_skipped |= 2; else lock_acquire(&huge_cache_lock);
   for (heap_t *h = registry; h; h = h->next_all) {
     h->fork_taken = !lock_held_by_self(&h->lock);
     if (h->fork_taken) lock_acquire(&h->lock);
   }
+  if (lock_held_by_self(&huge_cache_lock)) fork_skipped |= 2; else lock_acquire(&huge_cache_lock);
 }
 
 static void fork_parent(void) {
