@@ -57,8 +57,8 @@ typedef struct os_obj {
   uint32_t nparts;         /* part i is [part_end[i-1], part_end[i]) (part 0 from 0) */
   size_t part_end[OS_OBJ_PARTS];
   size_t span;             /* a span's object (below): the bytes mapped for it; else 0 */
-  size_t resident;         /* a span's object: bytes from the base that may be resident */
-  size_t idle_tail;        /* a span's object: its resident bytes past map_size (huge_tail_bytes) */
+  size_t resident;         /* a span's object: bytes from the base that may be resident (at
+                              least map_size: the rest, its idle tail, is in huge_tail_bytes) */
   struct locus_region *region;   /* a big region object's region, else NULL: the owner that
                                     free() hands the object to (free.h) */
 } os_obj_t;
@@ -80,7 +80,7 @@ typedef struct huge_piece {
 static huge_piece_t huge_pool[HUGE_POOL_PIECES];
 static unsigned huge_pool_n;
 static _Atomic size_t huge_cache_bytes;               /* bytes in the pool (all resident) */
-static _Atomic size_t huge_tail_bytes;                /* live span objects' idle tails */
+static _Atomic size_t huge_tail_bytes;                /* live span objects' resident - map_size */
 static _Atomic uint64_t huge_cache_oldest_ms;         /* no piece was freed before this */
 static size_t huge_demand_peak, huge_demand_prev;     /* live-byte peaks: this window, the last */
 static uint64_t huge_demand_since;                    /* start of this window */
@@ -482,11 +482,11 @@ static bool huge_pool_pick(size_t need, size_t align, bool gather, huge_piece_t 
 
 static char *huge_span_take(size_t map_size, size_t *span, size_t *dirty) {
   uint64_t now = now_ms();
-  size_t live = atomic_load_explicit(&os_objects_bytes, memory_order_relaxed) + map_size;
+  size_t live = atomic_load_explicit(&os_objects_bytes, memory_order_relaxed);
   huge_span_t got = { NULL, 0, 0, 0 };
   size_t cut = 0;
   lock_acquire(&huge_cache_lock);
-  huge_demand(now, live);
+  huge_demand(now, live + map_size);
   int best = -1;
   for (unsigned i = 0; i < huge_spans_n; i++)
     if (huge_spans[i].span >= map_size && (best < 0 || huge_span_better(&huge_spans[i], &huge_spans[best], map_size)))
@@ -530,7 +530,7 @@ static void huge_span_put(os_obj_t *o, size_t live) {
   atomic_fetch_sub_explicit(&os_parts_live, o->nparts, memory_order_relaxed);
   if (size > SEGMENT_SIZE) segmap_set(sp.addr + SEGMENT_SIZE, size - SEGMENT_SIZE, GRANULE_NONE, GRANULE_NONE);
   lock_acquire(&huge_cache_lock);
-  huge_tail_bytes -= o->idle_tail;   /* (the tail is the cached span's now) */
+  huge_tail_bytes -= resident - size;   /* (the tail is the cached span's now) */
   size_t peak = huge_demand(sp.freed_ms, live);
   size_t keep = peak - live < opt.huge_cache ? peak - live : opt.huge_cache & ~(os_page_size - 1);
   /* The slack (16 MiB, within LOCUS_HUGE_CACHE) spares system calls and page faults
@@ -610,7 +610,6 @@ static void *os_obj_alloc(size_t size, size_t align, bool zero) {
   memcpy(o->part_end, ends, nparts * sizeof *ends);
   o->span = span_size;
   o->resident = dirty > map_size ? dirty : map_size;
-  o->idle_tail = span_size ? o->resident - map_size : 0;   /* (counted by huge_span_take) */
   segmap_set(o, map_size, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
   if (zero && dirty > offset) memset((char *)o + offset, 0, (dirty < offset + size ? dirty : offset + size) - offset);
   o->state = OS_OBJ_LIVE;
@@ -733,10 +732,9 @@ static bool os_obj_resize(void *p, size_t size) {
       atomic_fetch_add_explicit(&os_bytes_mapped, want - o->span, memory_order_relaxed);
       o->span = want;
     }
+    size_t tail = o->resident - o->map_size;   /* (its idle tail, which it grows into) */
     if (need > o->resident) o->resident = need;
-    size_t tail = o->resident - need;   /* (the object grows into its idle tail) */
-    atomic_fetch_sub_explicit(&huge_tail_bytes, o->idle_tail - tail, memory_order_relaxed);
-    o->idle_tail = tail;
+    atomic_fetch_sub_explicit(&huge_tail_bytes, tail - (o->resident - need), memory_order_relaxed);
     atomic_fetch_add_explicit(&os_objects_bytes, extra, memory_order_relaxed);
     segmap_set(o, need, GRANULE_OS_HEAD, GRANULE_OS_TAIL);
     o->map_size = need;
