@@ -217,6 +217,10 @@ static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t
  * it. */
 static NOINLINE void vam_free_tiny(heap_t *h, desc_t *b, void *p, const char *call);
 static NOINLINE void vam_free_other(void *p, heap_t *h, desc_t *d, const char *call) {
+  if (d->flags & FLAG_DESIGN_PAGE) {   /* a large area's page: its head is not read */
+    vam_free_large(h, d, p, call);
+    return;
+  }
   desc_t *b = d - d->back;
   if (cfg_fast_free && b->kind == KIND_VAM_BLOCK && !b->marker_off) vam_free_tiny(h, b, p, call);
   else design_free_run(h, b, p, vam_run_offset(d, p), call);

@@ -46,6 +46,7 @@ static chunk_t *large_area_new(heap_t *h) {
   desc_t *r = pages_alloc(h, VAM_AREA_PAGES, 1, &clean);
   if (!r) return NULL;
   r->kind = KIND_VAM_LARGE;
+  for (unsigned i = 0; i < VAM_AREA_PAGES; i++) r[i].flags |= FLAG_DESIGN_PAGE;   /* vam_free_other */
   heap_count(h, blocks_in_use, 1);
   char *start = desc_start(r), *end = start + desc_bytes(r);
   chunk_t *c = (chunk_t *)start, *sentinel = (chunk_t *)(end - CHUNK_HEADER);
@@ -94,14 +95,6 @@ static void vam_quarantine_check_headers(heap_t *h) {
 
 /* ---- the thread cache's large side (vam.h: vam_lbin_t) ------------------------------------ */
 
-/* The class of the largest bound at or below usable size u (at least 1 KiB): bounds are
- * 2^k * (4 + j) / 4, so that the power-of-two sizes programs favour are bounds themselves. */
-static inline unsigned vam_lclass_floor(size_t u) {
-  unsigned k = 63u - (unsigned)__builtin_clzll(u);
-  return (k - 10) * 4 + (unsigned)((u >> (k - 2)) & 3);
-}
-_Static_assert(VAM_LARGE_MAX == 32768 && VAM_LCLASSES == 21, "classes 1 KiB .. 32 KiB, four per doubling");
-
 /* Caches chunk c (checked: in use, not cached), just freed by its heap's own thread; false if
  * its class or the cache's bytes are full. */
 static inline bool vam_lcache_put(heap_t *h, chunk_t *c) {
@@ -148,21 +141,32 @@ static ALWAYS_INLINE void *chunk_hand_out(heap_t *h, chunk_t *c, size_t size, ui
 }
 
 static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero);
+static NOINLINE void *vam_alloc_large_cached(heap_t *h, chunk_t *c, size_t size, bool zero);
 
 /* A large object from the thread cache if the last chunk freed into size's own class fits it
- * (the same size again, most often; a short path: no bin search, no register saves), else
- * from the bins. Not from the class above, which always fits: split for a smaller request,
- * its chunks left rests too small for any large object, and random sizes (randsmall) took
- * 14% more peak memory. */
+ * (the same size again, most often), else from the bins. Not from the class above, which
+ * always fits: split for a smaller request, its chunks left rests too small for any large
+ * object, and random sizes (randsmall) took 14% more peak memory. The hit path calls
+ * nothing (no register saves): a chunk to split or zero goes out of line. */
 static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
   if (!cfg_tcache) return vam_alloc_large_slow(h, size, zero);
-  unsigned k = size < 1024 ? 0 : vam_lclass_floor(size);
-  vam_lbin_t *b = &h->d.lbin[k];
-  if (!b->count || chunk_size(b->slot[b->count - 1]) - CHUNK_HEADER < size) return vam_alloc_large_slow(h, size, zero);
-  chunk_t *c = b->slot[--b->count];
+  vam_lbin_t *b = &h->d.lbin[vam_lclass_floor(size)];
+  if (!b->count) return vam_alloc_large_slow(h, size, zero);
+  chunk_t *c = b->slot[b->count - 1];
+  uint32_t have = chunk_size(c);
+  if (have - CHUNK_HEADER < size) return vam_alloc_large_slow(h, size, zero);
+  b->count--;
   chunk_trust(c, "malloc()");   /* written to after its free: reported here, as from the bins */
   c->size &= ~CHUNK_CACHED;
-  h->d.lcache_bytes -= chunk_size(c);
+  h->d.lcache_bytes -= have;
+  if (zero || have - chunk_want(size) >= LARGE_MIN_SPLIT) return vam_alloc_large_cached(h, c, size, zero);
+  heap_count(h, malloc_calls, 1);
+  heap_count(h, bytes_allocated, have - CHUNK_HEADER);
+  heap_debug_tick(h);
+  return (char *)c + CHUNK_HEADER;
+}
+
+static NOINLINE void *vam_alloc_large_cached(heap_t *h, chunk_t *c, size_t size, bool zero) {
   return chunk_hand_out(h, c, size, chunk_want(size), zero);
 }
 
@@ -187,10 +191,12 @@ static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero) {
 
 /* Whether p, in area r, is where a chunk's payload starts: aligned, inside the area, after a
  * header that checks. */
-static inline bool chunk_payload(const desc_t *r, const void *p) {
-  const char *start = desc_start(r), *end = start + desc_bytes(r);
+static inline bool chunk_payload_in(const char *start, const char *end, const void *p) {
   const chunk_t *c = (const chunk_t *)((const char *)p - CHUNK_HEADER);
   return !((uintptr_t)p & 15) && (const char *)c >= start && (const char *)p < end - CHUNK_HEADER && chunk_valid(c);
+}
+static inline bool chunk_payload(const desc_t *r, const void *p) {
+  return chunk_payload_in(desc_start(r), desc_start(r) + desc_bytes(r), p);
 }
 
 /* The chunk whose payload p is, checked; ends the program on an invalid or double free. */
@@ -216,14 +222,17 @@ static void chunk_discard(chunk_t *c) {
 
 static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const char *call);
 
-/* A large object's free: into the thread cache if its header passes chunk_of's checks for a
- * chunk in use that is no alias, its neighbours' headers are intact (as a free that merges
- * checks them: an overflow into the next header, or into this one's size of the one before,
- * is reported here, not missed) and the cache has room (a short path: no register saves);
- * else checked again and freed for real. */
-static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *call) {
+/* A large object's free, from the descriptor of any page of its area (p's own, from
+ * vam_free_other: the area's head is not read): into the thread cache if its header passes
+ * chunk_of's checks for a chunk in use that is no alias, its neighbours' headers are intact
+ * (as a free that merges checks them: an overflow into the next header, or into this one's
+ * size of the one before, is reported here, not missed) and the cache has room (a short
+ * path: no register saves); else checked again and freed for real. */
+static NOINLINE void vam_free_large(heap_t *h, desc_t *page, void *p, const char *call) {
+  ASSERT((page - page->back)->kind == KIND_VAM_LARGE && (page - page->back)->npages == VAM_AREA_PAGES);
+  const char *start = desc_start(page) - ((size_t)page->back << os_page_shift);
   chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
-  if (cfg_tcache && h == tl_heap && chunk_payload(r, p) &&
+  if (cfg_tcache && h == tl_heap && chunk_payload_in(start, start + ((size_t)VAM_AREA_PAGES << os_page_shift), p) &&
       (c->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == CHUNK_INUSE && chunk_valid(chunk_next(c)) &&
       (!c->prev_size || chunk_valid((chunk_t *)((char *)c - c->prev_size))) &&
       likely(vam_lcache_put(h, c))) {
@@ -232,7 +241,7 @@ static NOINLINE void vam_free_large(heap_t *h, desc_t *r, void *p, const char *c
     heap_debug_tick(h);
     return;
   }
-  vam_free_large_slow(h, r, p, call);
+  vam_free_large_slow(h, page - page->back, p, call);
 }
 
 static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const char *call) {

@@ -17,8 +17,29 @@ static unsigned vam_tcache_cap(unsigned cls) {
 /* The most chunk bytes a heap's large side holds (vam.h; 0: none), from the options. */
 static uint32_t vam_lcache_cap;
 
+/* The class of the largest bound at or below usable size u (at least 1 KiB): bounds are
+ * 2^k * (4 + j) / 4, so that the power-of-two sizes programs favour are bounds themselves. */
+static inline unsigned vam_lclass_of(size_t u) {
+  unsigned k = 63u - (unsigned)__builtin_clzll(u);
+  return (k - 10) * 4 + (unsigned)((u >> (k - 2)) & 3);
+}
+_Static_assert(VAM_LARGE_MAX == 32768 && VAM_LCLASSES == 21, "classes 1 KiB .. 32 KiB, four per doubling");
+/* Every bound is a multiple of 256, so the floor depends on u / 256 only: a table of those
+ * (0 below 1 KiB). A cached chunk's usable size is below 32 KiB + 256 (a split leaves at
+ * most 63 bytes on it). */
+#define VAM_LCLASS_STEPS (VAM_LARGE_MAX / 256 + 1)
+static uint8_t vam_lclass_table[VAM_LCLASS_STEPS];
+static void vam_lclass_init(void) {
+  for (unsigned i = 0; i < VAM_LCLASS_STEPS; i++) vam_lclass_table[i] = (uint8_t)(i < 4 ? 0 : vam_lclass_of((size_t)i << 8));
+}
+static inline unsigned vam_lclass_floor(size_t u) {
+  ASSERT(u >> 8 < VAM_LCLASS_STEPS);
+  return vam_lclass_table[u >> 8];
+}
+
 static void vam_tcache_global_init(void) {
   vam_lcache_cap = opt.tcache && opt.discard != DISCARD_IMMEDIATE ? VAM_LCACHE_BYTES : 0;
+  vam_lclass_init();
 }
 
 static void vam_tcache_init(heap_t *h) {
