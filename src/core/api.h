@@ -201,8 +201,10 @@ static void purge_heaps(heap_t *locked, bool refused) {
     pages_purge_locked(locked, UINT64_MAX, 0);
     pages_unmap_free_segments_locked(locked, 0);
   }
-  lock_acquire(&registry_lock);
-  for (heap_t *h = registry; h; h = h->next_all) {
+  /* The registry only grows (readers take no lock), and an abandoned heap is only tried: a
+   * refusal may come with a heap's lock held, and fork takes the registry's lock, then every
+   * heap's, so waiting here for either could deadlock with a fork. */
+  for (heap_t *h = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); h; h = h->next_all) {
     if (h == me || h == locked || atomic_load(&h->state) != HEAP_ABANDONED || !lock_try(&h->lock)) continue;
     if (atomic_load(&h->state) == HEAP_ABANDONED) {
       heap_collect(h);
@@ -211,7 +213,6 @@ static void purge_heaps(heap_t *locked, bool refused) {
     }
     lock_release(&h->lock);
   }
-  lock_release(&registry_lock);
   huge_cache_purge(UINT64_MAX);
 }
 
