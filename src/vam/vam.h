@@ -47,6 +47,8 @@
  *    back to the page manager; a page's cls is always a class index (only blocks write it).
  *  - avail lists are doubly linked except that the head's prev is not kept (the head is known
  *    by avail[c] == b).
+ *  - Exactly the pages of large areas (VAM_AREA_PAGES each) carry FLAG_DESIGN_PAGE: free
+ *    goes from such a page straight to the chunk (vam_free_other).
  *  - In a large area, chunks tile [start, end - 16); prev_size of each chunk equals the size of
  *    the chunk before it; no two free chunks are adjacent; every free chunk is in the bin of
  *    its size; the header at end - 16 is an in-use chunk of size 0.

@@ -226,6 +226,10 @@ static size_t design_check(heap_t *h) {
   for (segment_t *s = h->pages.segments; s; s = s->next) {
     for (size_t i = s->first; i < s->npages; i += s->desc[i].npages ? s->desc[i].npages : 1) {
       desc_t *r = &s->desc[i];
+      /* Exactly a large area's pages carry the design mark (vam_free_other trusts it). */
+      for (size_t j = 0; j < (r->npages ? r->npages : 1u); j++)
+        CHECK(!(r[j].flags & FLAG_DESIGN_PAGE) == (r->kind != KIND_VAM_LARGE));
+      if (r->kind == KIND_VAM_LARGE) CHECK(r->npages == VAM_AREA_PAGES);
       if (r->kind == KIND_VAM_BLOCK) {
         blocks++;
         bad += vam_check_block(h, r);
