@@ -127,21 +127,30 @@ static inline uint32_t chunk_want(size_t size) {
   return want < LARGE_MIN_CHUNK ? LARGE_MIN_CHUNK : want;
 }
 
+/* Chunk c (in use, its size final) handed out whole: counted, its payload returned. */
+static ALWAYS_INLINE void *chunk_handed(heap_t *h, chunk_t *c) {
+  heap_count(h, malloc_calls, 1);
+  heap_count(h, bytes_allocated, chunk_size(c) - CHUNK_HEADER);
+  heap_debug_tick(h);
+  return (char *)c + CHUNK_HEADER;
+}
+
 /* Chunk c, in use and at least want bytes, handed out as an object of size bytes: the rest
  * split off, counted. */
 static ALWAYS_INLINE void *chunk_hand_out(heap_t *h, chunk_t *c, size_t size, uint32_t want, bool zero) {
   if (chunk_size(c) - want >= LARGE_MIN_SPLIT) chunk_split(h, c, want);
-  void *p = (char *)c + CHUNK_HEADER;
   size_t usable = chunk_size(c) - CHUNK_HEADER;
-  if (zero) memset(p, 0, usable < size ? usable : size);
-  heap_count(h, malloc_calls, 1);
-  heap_count(h, bytes_allocated, usable);
-  heap_debug_tick(h);
-  return p;
+  if (zero) memset((char *)c + CHUNK_HEADER, 0, usable < size ? usable : size);
+  return chunk_handed(h, c);
+}
+
+/* chunk_hand_out out of line, for a cached chunk to split or zero (vam_alloc_large's hit
+ * path then makes no call and saves no register). */
+static NOINLINE void *chunk_hand_out_cold(heap_t *h, chunk_t *c, size_t size, bool zero) {
+  return chunk_hand_out(h, c, size, chunk_want(size), zero);
 }
 
 static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero);
-static NOINLINE void *vam_alloc_large_cached(heap_t *h, chunk_t *c, size_t size, bool zero);
 
 /* A large object from the thread cache if the last chunk freed into size's own class fits it
  * (the same size again, most often), else from the bins. Not from the class above, which
@@ -159,15 +168,8 @@ static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
   chunk_trust(c, "malloc()");   /* written to after its free: reported here, as from the bins */
   c->size &= ~CHUNK_CACHED;
   h->d.lcache_bytes -= have;
-  if (zero || have - chunk_want(size) >= LARGE_MIN_SPLIT) return vam_alloc_large_cached(h, c, size, zero);
-  heap_count(h, malloc_calls, 1);
-  heap_count(h, bytes_allocated, have - CHUNK_HEADER);
-  heap_debug_tick(h);
-  return (char *)c + CHUNK_HEADER;
-}
-
-static NOINLINE void *vam_alloc_large_cached(heap_t *h, chunk_t *c, size_t size, bool zero) {
-  return chunk_hand_out(h, c, size, chunk_want(size), zero);
+  if (zero || have - chunk_want(size) >= LARGE_MIN_SPLIT) return chunk_hand_out_cold(h, c, size, zero);
+  return chunk_handed(h, c);
 }
 
 static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero) {
