@@ -60,14 +60,14 @@ static NOINLINE void free_foreign_home(heap_t *h, desc_t *page, void *p, const c
 }
 
 #if !DESIGN_HAS_FREE_FOREIGN
-static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call) {
+static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, segment_t *s, void *p, const char *call) {
   (void)me;
-  free_foreign_home(h, page, p, call);
+  free_foreign_home(h, desc_of_page(s, p), p, call);
 }
 #endif
 
-static NOINLINE void free_foreign_heap(void *p, heap_t *h, desc_t *page, const char *call) {
-  design_free_foreign(tl_heap, h, page, p, call);
+static NOINLINE void free_foreign_heap(void *p, heap_t *h, segment_t *s, const char *call) {
+  design_free_foreign(tl_heap, h, s, p, call);
 }
 
 static ALWAYS_INLINE void free_impl(void *p, const char *call) {
@@ -78,9 +78,8 @@ static ALWAYS_INLINE void free_impl(void *p, const char *call) {
     __asm__("" : "+r"(g));
     segment_t *s = (segment_t *)(g << SEGMENT_SHIFT);
     heap_t *h = s->heap;
-    desc_t *page = desc_of_page(s, p);
-    if (likely(h == tl_heap)) design_free(h, page, p, call);
-    else free_foreign_heap(p, h, page, call);
+    if (likely(h == tl_heap)) design_free(h, s, p, call);
+    else free_foreign_heap(p, h, s, call);
   } else {
     free_outside_segments(p, call);
   }

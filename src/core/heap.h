@@ -58,9 +58,9 @@ static heap_t *heap_adopt(void) {
 
 /* Frees p into h, which the caller owns or has locked. */
 static void heap_free_local(heap_t *h, void *p, const char *call) {
-  desc_t *page = desc_of_page(segment_of(p), p);
-  design_collected(page, p);
-  design_free(h, page, p, call);
+  segment_t *s = segment_of(p);
+  design_collected(desc_of_page(s, p), p);
+  design_free(h, s, p, call);
 }
 
 /* Frees everything other threads pushed onto h->remote. Caller owns h (or holds its lock). */

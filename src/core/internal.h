@@ -46,10 +46,11 @@ static void *design_alloc_near(heap_t *h, size_t size, const void *hint, bool ze
 /* log2 of the bytes in hint's K-region, for the statistics' "same K-region" (the page's where
  * the design has no K-regions). */
 static unsigned design_kregion_shift(const void *hint);
-/* Frees p into heap h (the caller owns h). d is the descriptor of p's page: the design frees
- * the head of a run of its one-page kind at once; anything else goes to free_in_run (free.h),
- * which finds the run's head and calls design_free_run. */
-static void design_free(heap_t *h, desc_t *d, void *p, const char *call);
+/* Frees p, in segment s, into heap h (the caller owns h). The design finds p's page (its
+ * descriptor, desc_of_page, or its tag, tag_of_page) and frees the head of a run of its
+ * one-page kind at once; anything else goes to free_in_run (free.h), which finds the run's
+ * head and calls design_free_run. */
+static void design_free(heap_t *h, segment_t *s, void *p, const char *call);
 /* Frees p given its run's head d and its offset in the run; a run of none of the design's
  * kinds goes to core_free (free.h). */
 static void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call);
@@ -122,12 +123,12 @@ static ALWAYS_INLINE void *design_alloc_uncached(heap_t *h, size_t size, bool ze
   return design_alloc(h, size, zero);
 }
 #endif
-/* A free by the thread owning heap me (heap_empty if it has none yet) of p, which heap h owns
- * (page: the descriptor of p's page, any kind, read without h's lock): the design keeps p for
+/* A free by the thread owning heap me (heap_empty if it has none yet) of p, in segment s of
+ * heap h (p's page any kind, read without h's lock): the design keeps p for
  * me's own reuse (it must then give it back to its owner from design_release_spares) or hands
  * it to free_foreign_home (free.h), which checks it and sends it home. Every call in tail
  * position: the fast path then saves no registers. Default (defined in free.h): home. */
-static void design_free_foreign(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call);
+static void design_free_foreign(heap_t *me, heap_t *h, segment_t *s, void *p, const char *call);
 /* In the child after fork (init.h), with the core's locks already reset: the design resets
  * the locks of its own shared structures. Default: nothing. */
 static void design_fork_child(void);
@@ -391,7 +392,7 @@ static void *region_realloc_any(void *p, size_t size);
 
 /* ---- free.h: the one place that knows every kind of memory a pointer can be */
 static NOINLINE void core_free(heap_t *h, desc_t *d, void *p, const char *call);
-static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call);
+static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, segment_t *s, void *p, const char *call);
 static NOINLINE void free_foreign_home(heap_t *h, desc_t *page, void *p, const char *call);
 static ALWAYS_INLINE void free_impl(void *p, const char *call);
 static NOINLINE void free_in_run(heap_t *h, void *p, const char *call);

@@ -315,7 +315,8 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
   else core_free(h, d, p, call);
 }
 
-static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+static ALWAYS_INLINE void design_free(heap_t *h, segment_t *s, void *p, const char *call) {
+  desc_t *d = desc_of_page(s, p);
   if (d->kind == KIND_INTERIOR) d -= d->back;
   if (likely(d->kind == KIND_MEDIUS_SPAN)) medius_free_block(h, d, p, call);
   else free_in_run(h, p, call);

@@ -314,7 +314,8 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
   else core_free(h, d, p, call);
 }
 
-static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+static ALWAYS_INLINE void design_free(heap_t *h, segment_t *s, void *p, const char *call) {
+  desc_t *d = desc_of_page(s, p);
   if (likely(d->kind == KIND_PHK_PAGE)) phk_free_chunk(h, d, p, (uintptr_t)p & (os_page_size - 1), call);
   else free_in_run(h, p, call);
 }

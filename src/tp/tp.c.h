@@ -264,7 +264,8 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
   else core_free(h, d, p, call);
 }
 
-static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
+static ALWAYS_INLINE void design_free(heap_t *h, segment_t *s, void *p, const char *call) {
+  desc_t *d = desc_of_page(s, p);
   if (likely(d->kind == KIND_TP_BLOCK)) tp_free(h, d, p, call);
   else free_in_run(h, p, call);   /* a multi-page block's other pages, core runs */
 }

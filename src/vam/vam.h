@@ -38,13 +38,15 @@
  *  - A freed small object holds its free marker (free_marker: a function of its address) in
  *    its second word (objects of 16 B and more): the cheap double-free test. Allocation
  *    clears it.
- *  - Every page of a block carries the block's class (cls), its slot-key offset (aux) and a
- *    bound (aux2) such that an address on that page passes free's fast slot test
- *    (vam_slot_live: its key below the bound) exactly if it is the start of a slot below the
- *    bump pointer, for blocks of 16-byte slots or more; aux2 is 0 on every other page (8-byte
- *    blocks never pass: their keys equal their bound), so the test is also the test of the
- *    page's kind. Bounds are cleared when a block resets to bump mode and before it goes
- *    back to the page manager; a page's cls is always a class index (only blocks write it).
+ *  - Every page of a block carries, in the segment's dense arrays (page_tag_t, core/pages.h),
+ *    the block's class (its class byte), its slot-key offset (the tag's key, also the head
+ *    descriptor's aux) and a bound (the tag's bound) such that an address on that page passes
+ *    free's fast slot test (vam_slot_live: its key below the bound) exactly if it is the start
+ *    of a slot below the bump pointer, for blocks of 16-byte slots or more; the bound is 0 on
+ *    every other page (8-byte blocks never pass: their keys equal their bound), so the test is
+ *    also the test of the page's kind. Bounds are cleared when a block resets to bump mode
+ *    and before it goes back to the page manager; a page's class byte is always a class index
+ *    (only blocks write it). Free's fast paths, local and foreign, read no descriptor.
  *  - avail lists are doubly linked except that the head's prev is not kept (the head is known
  *    by avail[c] == b).
  *  - Exactly the pages of large areas (VAM_AREA_PAGES each) carry FLAG_DESIGN_PAGE: free

@@ -178,41 +178,45 @@ static ALWAYS_INLINE uint32_t vam_run_offset(const desc_t *d, const void *p) {
   return (uint32_t)((uintptr_t)p & (os_page_size - 1)) + ((uint32_t)d->back << os_page_shift);
 }
 
-/* The slot key of address p on block page d: (p - block start) * recip mod 2^32, from p
- * alone, d's aux holding -(start * recip) mod 2^32 on every page of a block. Slot j's key is
- * j * eps (vam_recip), any other address's at least recip. */
-static ALWAYS_INLINE uint32_t vam_slot_key_with(const desc_t *d, const void *p, uint32_t recip) {
-  return (uint32_t)(uintptr_t)p * recip + d->aux;
-}
-static ALWAYS_INLINE uint32_t vam_slot_key(const desc_t *d, const void *p) {
-  return vam_slot_key_with(d, p, vam_class_recip[d->cls]);
+/* Free's slot test reads p's page tag and class byte alone (page_tag_t, core/pages.h): on
+ * every page of a block, the class byte is the block's class, the tag's key is
+ * -(start * recip) mod 2^32 for the block's start and its class's recip, and its bound is
+ * below. A page's class byte is always a class index (only blocks write it; a new segment's
+ * are 0). */
+
+/* The slot key of address p on block page g: (p - block start) * recip mod 2^32, from p
+ * alone. Slot j's key is j * eps (vam_recip), any other address's at least recip. */
+static ALWAYS_INLINE uint32_t vam_slot_key_with(const page_tag_t *g, const void *p, uint32_t recip) {
+  return (uint32_t)(uintptr_t)p * recip + g->key;
 }
 
-/* Whether p is the start of a slot of d's block below its bump pointer (handed out, now or
- * before): d's aux2 is the bump pointer's key as of the last time it passed a slot that starts
- * on d's page (vam_bump_moved), 0 if none did since the block was (re)set, and 0 on every page
- * of anything but a block the fast path serves (whose keys are all 0 with a recip of 0, so
- * nothing passes there either). Keys grow with the slot index, so one comparison tells both. */
-static ALWAYS_INLINE bool vam_slot_live_with(const desc_t *d, const void *p, uint32_t recip) {
-  return vam_slot_key_with(d, p, recip) < d->aux2;
+/* Whether p is the start of a slot of g's block below its bump pointer (handed out, now or
+ * before): g's bound is the bump pointer's key as of the last time it passed a slot that
+ * starts on g's page (vam_bump_moved), 0 if none did since the block was (re)set, and 0 on
+ * every page of anything but a block the fast path serves (whose keys are all 0 with a recip
+ * of 0, so nothing passes there either). Keys grow with the slot index, so one comparison
+ * tells both. */
+static ALWAYS_INLINE bool vam_slot_live_with(const page_tag_t *g, const void *p, uint32_t recip) {
+  return vam_slot_key_with(g, p, recip) < g->bound;
 }
-static ALWAYS_INLINE bool vam_slot_live(const desc_t *d, const void *p) {
-  return vam_slot_live_with(d, p, vam_class_recip[d->cls]);
+static ALWAYS_INLINE bool vam_slot_live(segment_t *s, const void *p) {
+  return vam_slot_live_with(tag_of_page(s, p), p, vam_class_recip[*cls_of_page(s, p)]);
 }
 
 /* The same test by a thread that does not own the block (the owner may move the bound as it
  * reads it): for an object handed out to the program, the bound that covers it was stored
  * before the object could reach this thread. */
-static ALWAYS_INLINE bool vam_slot_live_remote(const desc_t *d, const void *p) {
-  return vam_slot_key(d, p) < __atomic_load_n(&d->aux2, __ATOMIC_RELAXED);
+static ALWAYS_INLINE bool vam_slot_live_remote(const page_tag_t *g, const void *p, unsigned cls) {
+  return vam_slot_key_with(g, p, vam_class_recip[cls]) < __atomic_load_n(&g->bound, __ATOMIC_RELAXED);
 }
 
 /* Block b's bump pointer moved from `from` past one slot (two in the secure build, whose
  * second starts at `second`) to `to`: the pages where those slots start learn the new bound. */
 static ALWAYS_INLINE void vam_bump_moved(desc_t *b, const char *from, const char *second, const char *to) {
-  uint32_t bound = vam_slot_key(b, to);
-  __atomic_store_n(&desc_of_page(segment_of(from), from)->aux2, bound, __ATOMIC_RELAXED);
-  if (second) __atomic_store_n(&desc_of_page(segment_of(second), second)->aux2, bound, __ATOMIC_RELAXED);
+  uint32_t bound = (uint32_t)(uintptr_t)to * vam_class_recip[b->cls] + b->aux;   /* (b's tag's key) */
+  segment_t *s = segment_of(from);
+  __atomic_store_n(&tag_of_page(s, from)->bound, bound, __ATOMIC_RELAXED);
+  if (second) __atomic_store_n(&tag_of_page(s, second)->bound, bound, __ATOMIC_RELAXED);
 }
 
 /* off / slot size if off is a multiple of it, else -1 (slow paths: any block). */
@@ -227,16 +231,21 @@ static long vam_slot_of(const desc_t *b, size_t off) {
 
 /* No slot of block b is handed out (its bump pointer at its start): no page has a bound. */
 static void vam_bounds_clear(desc_t *b) {
-  for (uint32_t i = 0; i < b->npages; i++) __atomic_store_n(&b[i].aux2, 0, __ATOMIC_RELAXED);
+  page_tag_t *g = tag_of_desc(b);
+  for (uint32_t i = 0; i < b->npages; i++) __atomic_store_n(&g[i].bound, 0, __ATOMIC_RELAXED);
 }
 
 /* Sets every page of block b (its class set, nothing handed out) up for free's fast path:
  * its class, its slot-key offset, no bound. */
 static void vam_block_mark(desc_t *b) {
   uint32_t offset = 0u - (uint32_t)(uintptr_t)desc_start(b) * vam_class_recip[b->cls];
+  page_tag_t *g = tag_of_desc(b);
+  uint8_t *cls = cls_of_desc(b);
+  b->aux = offset;   /* the head's copy, for the bump path (vam_bump_moved) */
   for (uint32_t i = 0; i < b->npages; i++) {
     b[i].cls = b->cls;
-    b[i].aux = offset;
+    cls[i] = b->cls;
+    g[i].key = offset;
   }
   vam_bounds_clear(b);
 }

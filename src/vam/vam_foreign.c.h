@@ -167,20 +167,19 @@ static NOINLINE void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, voi
   vam_foreign_push(me, b->cls, p, call);
 }
 
-/* The flagship's design_free_foreign: page is the descriptor of any page of p's block, or of
- * no block at all (the free's slot test, vam_slot_live_remote, passes only for a handed-out
- * slot of a block with marker words); h is p's owner. */
-static ALWAYS_INLINE void vam_foreign_free(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call) {
-  /* (every page of a block has its class: the block's head, most likely another line of
-   * descriptors, cold, is read only on the slow path; reading it here cost turnover 7% of its
-   * allocator's D1 read misses) */
-  unsigned cls = page->cls;
-  if (!cfg_foreign_cache || !vam_slot_live_remote(page, p))
-    free_foreign_home(h, page, p, call);   /* checked and reported there */
+/* The flagship's design_free_foreign: p lies in segment s of h, in a block or not (the free's
+ * slot test, vam_slot_live_remote, passes only for a handed-out slot of a block with marker
+ * words). */
+static ALWAYS_INLINE void vam_foreign_free(heap_t *me, heap_t *h, segment_t *s, void *p, const char *call) {
+  /* (p's page tag alone: the descriptors, one cache line a page and cold when a successor
+   * frees what its predecessor allocated, are read only on the slow paths) */
+  unsigned cls = *cls_of_page(s, p);
+  if (!cfg_foreign_cache || !vam_slot_live_remote(tag_of_page(s, p), p, cls))
+    free_foreign_home(h, desc_of_page(s, p), p, call);   /* checked and reported there */
   else if (cfg_tcache && likely(vam_tcache_put_foreign(me, cls, p, call)))
     return;
   else if (unlikely(me == &heap_empty) || unlikely(vam_foreign_full(me, cls)))
-    vam_foreign_keep_slow(me, h, page - page->back, p, call);
+    vam_foreign_keep_slow(me, h, desc_head(s, p), p, call);
   else
     vam_foreign_push(me, cls, p, call);
 }

@@ -173,23 +173,24 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
   else core_free(h, d, p, call);
 }
 
-/* The fast path's free of p, the start of a slot handed out of the block of page d
+/* The fast path's free of p, in segment s, the start of a slot handed out of a block
  * (vam_slot_live): no marker (not free already), then into the thread cache, else onto the
  * block's list. */
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
-static NOINLINE void vam_slot_push_out(void *p, heap_t *h, desc_t *page, uintptr_t marker);
-static ALWAYS_INLINE void vam_free_slot(heap_t *h, desc_t *d, vam_tbin_t *t, void *p, const char *call) {
+static NOINLINE void vam_slot_push_out(void *p, heap_t *h, segment_t *s, uintptr_t marker);
+static ALWAYS_INLINE void vam_free_slot(heap_t *h, segment_t *s, vam_tbin_t *t, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
   /* (h is the thread's own heap but when another thread frees into an exited thread's heap
    * (heap_collect under its lock): nothing may wait in that heap's cache) */
-  if (!cfg_tcache) vam_slot_push(h, d - d->back, p, marker);
-  else if (unlikely(h != tl_heap) || unlikely(!vam_tcache_put(t, p, marker))) vam_slot_push_out(p, h, d, marker);
+  if (!cfg_tcache) vam_slot_push(h, desc_head(s, p), p, marker);
+  else if (unlikely(h != tl_heap) || unlikely(!vam_tcache_put(t, p, marker))) vam_slot_push_out(p, h, s, marker);
 }
 
 /* vam_slot_push out of line: the thread cache's misses (its hit path then shares no register
  * work with the list push). */
-static NOINLINE void vam_slot_push_out(void *p, heap_t *h, desc_t *page, uintptr_t marker) {
+static NOINLINE void vam_slot_push_out(void *p, heap_t *h, segment_t *s, uintptr_t marker) {
+  desc_t *page = desc_of_page(s, p);
   vam_slot_push(h, page - page->back, p, marker);
 }
 
@@ -232,28 +233,29 @@ static NOINLINE void vam_free_tiny(heap_t *h, desc_t *b, void *p, const char *ca
   vam_free_block(h, b, p, (uintptr_t)p & (os_page_size - 1), call);
 }
 
-static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call);
+static ALWAYS_INLINE void vam_free_secure(heap_t *h, segment_t *s, void *p, const char *call);
 
-static ALWAYS_INLINE void vam_free_plain(heap_t *h, desc_t *d, void *p, const char *call) {
+static ALWAYS_INLINE void vam_free_plain(heap_t *h, segment_t *s, void *p, const char *call) {
   if (!cfg_fast_free) {
     /* A page whose descriptor is a block's is the block's first page: p's offset is its
      * offset in the page. */
+    desc_t *d = desc_of_page(s, p);
     uint32_t off = (uint32_t)((uintptr_t)p & (os_page_size - 1));
     if (likely(d->kind == KIND_VAM_BLOCK)) vam_free_block(h, d, p, off, call);
     else free_in_run(h, p, call);   /* a medium block's other pages, large areas, core runs */
     return;
   }
-  /* Any page of a block the fast path serves: vam_slot_live, with the recip of the bin the
-   * object may go to (any page's cls is a class index: vam_block_mark writes it, nothing
-   * else does). */
-  vam_tbin_t *t = &h->d.tbin[d->cls];
-  if (likely(vam_slot_live_with(d, p, t->recip))) vam_free_slot(h, d, t, p, call);
-  else vam_free_other(p, h, d, call);
+  /* Any page of a block the fast path serves: vam_slot_live on p's page tag, with the recip
+   * of the bin the object may go to (any page's cls is a class index). The descriptor is
+   * read only off this path. */
+  vam_tbin_t *t = &h->d.tbin[*cls_of_page(s, p)];
+  if (likely(vam_slot_live_with(tag_of_page(s, p), p, t->recip))) vam_free_slot(h, s, t, p, call);
+  else vam_free_other(p, h, desc_of_page(s, p), call);
 }
 
-static ALWAYS_INLINE void design_free(heap_t *h, desc_t *d, void *p, const char *call) {
-  if (cfg_vam_hardened) vam_free_secure(h, d, p, call);
-  else vam_free_plain(h, d, p, call);
+static ALWAYS_INLINE void design_free(heap_t *h, segment_t *s, void *p, const char *call) {
+  if (cfg_vam_hardened) vam_free_secure(h, s, p, call);
+  else vam_free_plain(h, s, p, call);
 }
 
 /* The slot index of p in block b, or a fatal error if p is not an object's address. */

@@ -6,13 +6,13 @@
 /* Another heap's object: the flagship keeps it in this thread's foreign-object cache
  * (vam_foreign.c.h); the secure build checks, marks and quarantines it like its own (the
  * freeing thread's ring), and vam_release_foreign then keeps it or sends it home. */
-static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, desc_t *page, void *p, const char *call) {
+static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, segment_t *s, void *p, const char *call) {
   if (!mitigation(QUARANTINE)) {
-    vam_foreign_free(me, h, page, p, call);
+    vam_foreign_free(me, h, s, p, call);
     return;
   }
-  desc_t *d = page - page->back;
-  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !vam_slot_live_remote(page, p) || (mitigation(CANARIES) && p == desc_start(d))) {
+  desc_t *page = desc_of_page(s, p), *d = page - page->back;
+  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !vam_slot_live_remote(tag_of_page(s, p), p, *cls_of_page(s, p)) || (mitigation(CANARIES) && p == desc_start(d))) {
     free_foreign_home(h, page, p, call);
     return;
   }
@@ -47,7 +47,7 @@ static void design_check_remote(desc_t *d, void *p, const char *call) {
       char *slot = cfg_small_headers ? (char *)p - d->aux8 : p;
       /* Not below the bump pointer (its page's bound, which the owner stored before it handed
        * the object out: vam_slot_live_remote; slots with a marker word have a recip). */
-      if (!vam_slot_live_remote(desc_of_page(segment_of(slot), slot), slot)) vam_free_unbumped(slot, d, p, call);
+      if (!vam_slot_live_remote(tag_of_page(segment_of(slot), slot), slot, d->cls)) vam_free_unbumped(slot, d, p, call);
       uintptr_t *mark = (uintptr_t *)(slot + d->marker_off);
       if (mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) locus_fatal(call, "double free", p);
       marker_free_remote(mark, free_marker(slot), p, call);
@@ -151,9 +151,9 @@ static size_t vam_check_block(heap_t *h, desc_t *b) {
      * pointer (never with 8-byte slots). */
     uintptr_t head = (uintptr_t)desc_start(b) >> os_page_shift;
     for (char *slot = desc_start(b); slot < b->u.blk.end; slot += b->obj_size) {
-      const desc_t *page = &b[((uintptr_t)slot >> os_page_shift) - head];
-      CHECK(page->cls == b->cls);
-      CHECK(vam_slot_live(page, slot) == (slot < b->u.blk.bump && vam_class_recip[b->cls] != 0));
+      size_t i = ((uintptr_t)slot >> os_page_shift) - head;
+      CHECK(cls_of_desc(b)[i] == b->cls && tag_of_desc(b)[i].key == b->aux);
+      CHECK(vam_slot_live_with(&tag_of_desc(b)[i], slot, vam_class_recip[b->cls]) == (slot < b->u.blk.bump && vam_class_recip[b->cls] != 0));
     }
   }
   CHECK(b->used + nfree + unbumped + (mitigation(CANARIES) ? 1 : 0) == cap);   /* canaries: slot 0 unused */

@@ -46,7 +46,7 @@ static NOINLINE void vam_quarantine_release_other(heap_t *h, void *p) {
   size_t n = vam_poison_len(d - d->back, p, "free()");
   if (w[0] != vam_qmark(p) || !poison_intact(p, sizeof(uintptr_t), n)) locus_fatal("free()", "write after free to", p);
   w[0] = 0;   /* no longer marked */
-  vam_free_plain(h, d, p, "free()");
+  vam_free_plain(h, segment_of(p), p, "free()");
 }
 static ALWAYS_INLINE void vam_quarantine_release(heap_t *h, void *p, desc_t *b) {
   if (unlikely(!b)) { vam_quarantine_release_other(h, p); return; }
@@ -100,11 +100,11 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
     chunk_trust(chunk_next(c), call);
     if (c->prev_size) chunk_trust((chunk_t *)((char *)c - c->prev_size), call);
   } else {
-    vam_free_plain(h, d, p, call);
+    vam_free_plain(h, segment_of(p), p, call);
     return;
   }
   if (!mitigation(QUARANTINE)) {   /* checked: freed at once */
-    vam_free_plain(h, d, p, call);
+    vam_free_plain(h, segment_of(p), p, call);
     return;
   }
   size_t n = vam_poison_len(b, p, call);
@@ -134,8 +134,9 @@ static ALWAYS_INLINE void vam_secure_retire(heap_t *h, desc_t *b, void *p, const
   poison[0] = poison[1] = POISON_WORD;
 }
 
-static ALWAYS_INLINE void vam_free_secure(heap_t *h, desc_t *d, void *p, const char *call) {
-  if (unlikely(!vam_slot_live(d, p) || (mitigation(CANARIES) && vam_run_offset(d, p) == 0))) { vam_free_secure_other(h, d, p, call); return; }
+static ALWAYS_INLINE void vam_free_secure(heap_t *h, segment_t *s, void *p, const char *call) {
+  desc_t *d = desc_of_page(s, p);
+  if (unlikely(!vam_slot_live(s, p) || (mitigation(CANARIES) && vam_run_offset(d, p) == 0))) { vam_free_secure_other(h, d, p, call); return; }
   desc_t *b = d - d->back;
   vam_secure_retire(h, b, p, call);
   if (mitigation(QUARANTINE)) vam_quarantine_push(h, p, b);
