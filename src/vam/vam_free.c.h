@@ -177,20 +177,20 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
  * (vam_slot_live): no marker (not free already), then into the thread cache, else onto the
  * block's list. */
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
-static NOINLINE void vam_slot_push_out(void *p, heap_t *h, segment_t *s, uintptr_t marker);
+static NOINLINE void vam_slot_push_out(void *p, heap_t *h, desc_t *page, uintptr_t marker);
 static ALWAYS_INLINE void vam_free_slot(heap_t *h, segment_t *s, vam_tbin_t *t, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
   /* (h is the thread's own heap but when another thread frees into an exited thread's heap
    * (heap_collect under its lock): nothing may wait in that heap's cache) */
   if (!cfg_tcache) vam_slot_push(h, desc_head(s, p), p, marker);
-  else if (unlikely(h != tl_heap) || unlikely(!vam_tcache_put(t, p, marker))) vam_slot_push_out(p, h, s, marker);
+  else if (unlikely(h != tl_heap) || unlikely(!vam_tcache_put(t, p, marker))) vam_slot_push_out(p, h, desc_of_page(s, p), marker);
 }
 
 /* vam_slot_push out of line: the thread cache's misses (its hit path then shares no register
- * work with the list push). */
-static NOINLINE void vam_slot_push_out(void *p, heap_t *h, segment_t *s, uintptr_t marker) {
-  desc_t *page = desc_of_page(s, p);
+ * work with the list push). The caller forms page's address from the page index its tag
+ * lookup computed. */
+static NOINLINE void vam_slot_push_out(void *p, heap_t *h, desc_t *page, uintptr_t marker) {
   vam_slot_push(h, page - page->back, p, marker);
 }
 
