@@ -4,7 +4,7 @@
 
 static sizeclass_table_t vam_classes;
 static unsigned vam_nclasses;   /* class indexes in use: the size classes, times the groups */
-/* vam_recip of each class index's slot size (0 past them: any page's cls may index it). */
+/* vam_recip of each class index's slot size (0 past them: any page's class byte may index it). */
 static uint32_t vam_class_recip[UINT8_MAX + 1];
 
 static uint64_t chunk_cookie;
@@ -236,18 +236,18 @@ static void vam_bounds_clear(desc_t *b) {
 }
 
 /* Sets every page of block b (its class set, nothing handed out) up for free's fast path:
- * its class, its slot-key offset, no bound. */
+ * its class byte, its tag's slot-key offset, no bound. (Only the head's descriptor holds the
+ * class: every reader of a descriptor's cls goes to the head.) */
 static void vam_block_mark(desc_t *b) {
   uint32_t offset = 0u - (uint32_t)(uintptr_t)desc_start(b) * vam_class_recip[b->cls];
   page_tag_t *g = tag_of_desc(b);
   uint8_t *cls = cls_of_desc(b);
   b->aux = offset;   /* the head's copy, for the bump path (vam_bump_moved) */
   for (uint32_t i = 0; i < b->npages; i++) {
-    b[i].cls = b->cls;
     cls[i] = b->cls;
     g[i].key = offset;
+    __atomic_store_n(&g[i].bound, 0, __ATOMIC_RELAXED);
   }
-  vam_bounds_clear(b);
 }
 
 /* A block goes back to the page manager; its pages no longer mark a block for free. */

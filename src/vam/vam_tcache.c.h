@@ -26,8 +26,8 @@ static inline unsigned vam_lclass_of(size_t u) {
 _Static_assert(VAM_LARGE_MAX == 32768 && VAM_LCLASSES == 21, "classes 1 KiB .. 32 KiB, four per doubling");
 /* Every bound is a multiple of 256, so the floor depends on u / 256 only: a table of those
  * (0 below 1 KiB). (Not a sizeclass.h table: those map a size up, to the class that holds
- * it, 8 bytes a step; this maps a chunk's usable size down, to a class it can serve.) A cached chunk's usable size is below 32 KiB + 256 (a split leaves at
- * most 63 bytes on it). */
+ * it, 8 bytes a step; this maps a chunk's usable size down, to a class it can serve.) A
+ * cached chunk's usable size is below 32 KiB + 256 (a split leaves at most 63 bytes on it). */
 #define VAM_LCLASS_STEPS (VAM_LARGE_MAX / 256 + 1)
 static uint8_t vam_lclass_table[VAM_LCLASS_STEPS];
 static void vam_lclass_init(void) {
