@@ -217,25 +217,29 @@ typedef struct vam_quarantine {
 static const bool cfg_tcache = VAM_TCACHE;
 #define VAM_TCACHE_SLOTS 28
 #define VAM_TCACHE_BYTES 4096
-/* One class's stack: 256 bytes, aligned to 256, so that its bottom is the bin's own address and
- * malloc's emptiness test is one test of top's low bits, with no count or base to load. 28
- * objects and 4 KiB a class against 12 and 8 KiB: 1.5 instructions a pair fewer on churn
- * (fewer misses of both stacks' ends), a smaller bound on what a thread holds (152 KiB against
- * 165 KiB in all classes), peak RSS +2-3% on batches and prodcons (docs/results.md). */
-typedef struct __attribute__((aligned(256))) vam_tbin {
-  void *slot[VAM_TCACHE_SLOTS];
+/* One class's bin: 32 bytes, two a cache line, apart from its stack (vam_tstack_t). The stack
+ * is 256 bytes aligned to 256, so that its bottom is top with the low bits cleared: malloc's
+ * emptiness test is one test of top's low bits, with no count or base to load. 28 objects and
+ * 4 KiB a class against 12 and 8 KiB: 1.5 instructions a pair fewer on churn (fewer misses of
+ * both stacks' ends), a smaller bound on what a thread holds (152 KiB against 165 KiB in all
+ * classes), peak RSS +2-3% on batches and prodcons (docs/results.md). */
+typedef struct __attribute__((aligned(32))) vam_tbin {
+  void **top;          /* &stack[count]: the next entry a free fills (heap_empty: NULL, empty) */
+  void **limit;        /* &stack[cap] */
   /* vam_class_recip of the bin's class, in every build: free's fast path finds it here, in the
    * line it then pushes to, from the page's class, with no table to address (heap_empty: 0). */
   uint32_t recip, unused;
-  void **top;          /* &slot[count]: the next entry a free fills (heap_empty: NULL, empty) */
-  void **limit;        /* &slot[cap] */
   /* Statistics, in the bin's line (no class index to scale, unlike the heap's counters): the
    * objects handed out of it. The objects put into it are not counted (a free's hit path then
    * makes no counter update): they are allocs + the count held + those sent back to their
    * blocks, which the heap's frees[] count when they go. */
   uint64_t allocs;
 } vam_tbin_t;
-_Static_assert(sizeof(vam_tbin_t) == 256, "a thread-cache bin is 256 bytes");
+_Static_assert(sizeof(vam_tbin_t) == 32, "a thread-cache bin is 32 bytes");
+typedef struct __attribute__((aligned(256))) vam_tstack {
+  void *slot[256 / sizeof(void *)];
+} vam_tstack_t;
+_Static_assert(VAM_TCACHE_SLOTS < 256 / sizeof(void *), "a full stack's top is inside it");
 
 /* The thread cache's large side: the large chunks this heap's thread freed last, per class of
  * usable size (four classes per doubling from 1 KiB to 32 KiB: vam_lclass_floor), LIFO. A
@@ -289,6 +293,7 @@ typedef struct design_heap {
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
   vam_tbin_t tbin[VAM_MAX_CLASSES];   /* the thread cache (above) */
+  vam_tstack_t tstack[VAM_MAX_CLASSES];
   vam_lbin_t lbin[VAM_LCLASSES];      /* its large side (above) */
   uint32_t lcache_bytes;
   /* The protections' state, each only when its bit is on (mitigations.h), reached only

@@ -187,9 +187,10 @@ static size_t design_check(heap_t *h) {
     }
     CHECK(spare_listed && (!spare || (spare->kind == KIND_VAM_BLOCK && spare->cls == c)));
     vam_tbin_t *t = &h->d.tbin[c];   /* the thread cache */
-    CHECK(t->top >= t->slot && t->top <= t->limit && t->limit <= t->slot + VAM_TCACHE_SLOTS);
+    void **slot = h->d.tstack[c].slot;
+    CHECK(t->top >= slot && t->top <= t->limit && t->limit <= slot + VAM_TCACHE_SLOTS);
     for (unsigned i = 0; i < vam_tcache_count(t) && i < VAM_TCACHE_SLOTS; i++) {
-      char *p = t->slot[i];
+      char *p = slot[i];
       segment_t *s = segment_of(p);
       desc_t *b = desc_head(s, p);
       CHECK(b->kind == KIND_VAM_BLOCK && b->cls == c && ((uintptr_t *)p)[1] == free_marker(p));   /* (any heap's) */

@@ -49,20 +49,23 @@ static void vam_tcache_init(heap_t *h) {
   for (unsigned c = 0; c < VAM_MAX_CLASSES; c++) h->d.tbin[c].recip = vam_class_recip[c];
   for (unsigned c = 0; c < vam_nclasses; c++) {
     vam_tbin_t *t = &h->d.tbin[c];
-    t->top = t->slot;
-    t->limit = t->slot + vam_tcache_cap(c);
+    t->top = h->d.tstack[c].slot;
+    t->limit = t->top + vam_tcache_cap(c);
   }
 }
 
+/* The bottom of bin t's stack, from its top (the stack is aligned to its size). */
+static inline void **vam_tcache_stack(void **top) { return (void **)((uintptr_t)top & ~(uintptr_t)(sizeof(vam_tstack_t) - 1)); }
+
 static inline unsigned vam_tcache_count(const vam_tbin_t *t) {
-  return t->top ? (unsigned)(t->top - t->slot) : 0;
+  return (unsigned)(t->top - vam_tcache_stack(t->top));
 }
 
 /* The objects put into bin t and not sent back to their blocks since (statistics, possibly
  * read by another thread: then a close estimate). */
 static uint64_t vam_tcache_frees(const vam_tbin_t *t) {
   void **top = __atomic_load_n(&t->top, __ATOMIC_RELAXED);
-  uint64_t held = top ? (uint64_t)(top - t->slot) : 0;
+  uint64_t held = (uint64_t)(top - vam_tcache_stack(top));
   return __atomic_load_n(&t->allocs, __ATOMIC_RELAXED) + held;
 }
 
@@ -78,7 +81,7 @@ static ALWAYS_INLINE void *vam_tcache_hand_out(vam_tbin_t *t, uintptr_t *p, unsi
 static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, size_t size, bool zero) {
   vam_tbin_t *t = h->d.tbin_of_size[sizeclass_lookup_index(size)];
   void **top = t->top;
-  if (!((uintptr_t)top & (sizeof(vam_tbin_t) - 1))) return NULL;   /* at the bin's start: empty */
+  if (!((uintptr_t)top & (sizeof(vam_tstack_t) - 1))) return NULL;   /* at the stack's start: empty */
   t->top = --top;
   return vam_tcache_hand_out(t, *top, zero ? sizeclass_of(&vam_classes, size) : 0, zero);
 }
@@ -120,9 +123,10 @@ static void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, void *p, con
 static void vam_tcache_return(heap_t *h, unsigned cls) {
   vam_tbin_t *t = &h->d.tbin[cls];
   unsigned n = vam_tcache_count(t);
+  if (!n) return;
   void *out[VAM_TCACHE_SLOTS];
-  memcpy(out, t->slot, n * sizeof(void *));
-  if (t->top) t->top = t->slot;
+  t->top = vam_tcache_stack(t->top);
+  memcpy(out, t->top, n * sizeof(void *));
   for (unsigned i = 0; i < n; i++) {
     segment_t *s = segment_of(out[i]);
     desc_t *page = desc_of_page(s, out[i]), *b = page - page->back;
@@ -147,10 +151,11 @@ static void vam_tcache_flush(heap_t *h) {
 static void *vam_tcache_take_near(heap_t *h, unsigned cls, const void *hint, bool zero) {
   vam_tbin_t *t = &h->d.tbin[cls];
   unsigned n = vam_tcache_count(t);
+  void **slot = vam_tcache_stack(t->top);
   for (unsigned i = n; i-- > 0;) {
-    void *p = t->slot[i];
+    void *p = slot[i];
     if (((uintptr_t)p ^ (uintptr_t)hint) >> os_page_shift) continue;
-    t->slot[i] = *--t->top;
+    slot[i] = *--t->top;
     return vam_tcache_hand_out(t, p, cls, zero);
   }
   if (n) vam_tcache_return(h, cls);
