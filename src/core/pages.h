@@ -73,15 +73,14 @@ struct __attribute__((aligned(64))) desc {
   uint32_t aux, aux2;  /* design-specific */
 };
 
-/* A page's tag and class: design-specific words a free reads before anything else, in two
- * dense arrays of the segment header, 8 bytes and 1 byte a page (vam: the slot test's key
- * offset and bound, and the block's class, on every page of a block: vam_block.c.h). Eight
- * pages share a line of tags and 64 a line of classes where each descriptor fills a line, so
- * the first reads of a free on a page whose metadata went cold (a successor thread freeing
- * what its predecessor allocated, a random free in a large live set) stay in the nearer
- * caches; a 32-bit bound and the class apart keep free's test at one instruction a field.
- * Zero on a new segment's pages; a design that writes a page's tag clears what it must before
- * the page goes back to the page manager. */
+/* A page's tag: design-specific words a free reads before anything else, in a dense array of
+ * the segment header, 8 bytes a page (vam: the slot test's key offset and bound, and in the
+ * key the block's class, on every page of a block: vam_block.c.h). Eight pages share a line
+ * where each descriptor fills a line, so the first read of a free on a page whose metadata
+ * went cold (a successor thread freeing what its predecessor allocated, a random free in a
+ * large live set) stays in the nearer caches, and is one line. Zero on a new segment's pages;
+ * a design that writes a page's tag clears what it must before the page goes back to the page
+ * manager. */
 typedef struct page_tag {
   uint32_t key;        /* design-specific */
   uint32_t bound;      /* design-specific */
@@ -98,8 +97,7 @@ struct segment {
   segment_t *next __attribute__((aligned(64))), *prev;   /* the heap's segments */
   uint32_t free_pages;
   uint32_t committed;           /* GUARD_PAGES: pages below this are accessible (pagemgr.h) */
-  uint8_t page_cls[SEGMENT_SIZE >> 12] __attribute__((aligned(64)));   /* per page (pages of 4 KiB or more) */
-  page_tag_t tag[SEGMENT_SIZE >> 12];
+  page_tag_t tag[SEGMENT_SIZE >> 12] __attribute__((aligned(64)));   /* per page (pages of 4 KiB or more) */
   desc_t desc[];                /* aligned to 64 by desc_t's own alignment */
 };
 _Static_assert(sizeof(desc_t) == 64, "a descriptor is one cache line");
@@ -144,22 +142,15 @@ static inline desc_t *desc_of_page(segment_t *s, const void *p) {
   uintptr_t at = (((uintptr_t)p & SEGMENT_MASK) >> os_page_shift) * sizeof(desc_t);
   return (desc_t *)((char *)s->desc + at);
 }
-/* The tag of p's page (page_tag_t), and its class byte. */
+/* The tag of p's page (page_tag_t). */
 static inline page_tag_t *tag_of_page(segment_t *s, const void *p) {
   uintptr_t at = (((uintptr_t)p & SEGMENT_MASK) >> os_page_shift) * sizeof(page_tag_t);
   return (page_tag_t *)((char *)s->tag + at);
 }
-static inline uint8_t *cls_of_page(segment_t *s, const void *p) {
-  return &s->page_cls[((uintptr_t)p & SEGMENT_MASK) >> os_page_shift];
-}
-/* The tag and the class byte of the page whose descriptor is d. */
+/* The tag of the page whose descriptor is d. */
 static inline page_tag_t *tag_of_desc(const desc_t *d) {
   segment_t *s = segment_of(d);
   return &s->tag[d - s->desc];
-}
-static inline uint8_t *cls_of_desc(const desc_t *d) {
-  segment_t *s = segment_of(d);
-  return &s->page_cls[d - s->desc];
 }
 /* desc_head, plus p's byte offset from the start of its run: what free needs, in few steps. */
 static inline desc_t *desc_locate(segment_t *s, const void *p, size_t *off) {

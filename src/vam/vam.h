@@ -38,9 +38,9 @@
  *  - A freed small object holds its free marker (free_marker: a function of its address) in
  *    its second word (objects of 16 B and more): the cheap double-free test. Allocation
  *    clears it.
- *  - Every page of a block carries, in the segment's dense arrays (page_tag_t, core/pages.h),
- *    the block's class (its class byte), its slot-key offset (the tag's key, also the head
- *    descriptor's aux) and a bound (the tag's bound) such that an address on that page passes
+ *  - Every page of a block carries, in the segment's dense tag array (page_tag_t, core/pages.h),
+ *    its slot-key offset (the tag's key, also the head descriptor's aux), whose low byte is
+ *    the block's class (its class byte), and a bound (the tag's bound) such that an address on that page passes
  *    free's fast slot test (vam_slot_live: its key below the bound) exactly if it is the start
  *    of a slot below the bump pointer, for blocks of 16-byte slots or more; the bound is 0 on
  *    every other page (8-byte blocks never pass: their keys equal their bound), so the test is

@@ -178,14 +178,25 @@ static ALWAYS_INLINE uint32_t vam_run_offset(const desc_t *d, const void *p) {
   return (uint32_t)((uintptr_t)p & (os_page_size - 1)) + ((uint32_t)d->back << os_page_shift);
 }
 
-/* Free's slot test reads p's page tag and class byte alone (page_tag_t, core/pages.h): on
- * every page of a block, the class byte is the block's class, the tag's key is
- * -(start * recip) mod 2^32 for the block's start and its class's recip, and its bound is
- * below. A page's class byte is always a class index (only blocks write it; a new segment's
- * are 0). */
+/* Free's slot test reads p's page tag alone (page_tag_t, core/pages.h): on every page of a
+ * block, the tag's key is -(start * recip) mod 2^32 for the block's start and its class's
+ * recip, plus the delta below 256 that makes its low byte the block's class, and its bound is
+ * below. The class rides in the key so that a free reads one line of metadata, not a line of
+ * tags and a line of classes: a slot's key only grows by the delta (j * eps + delta < 2^14 +
+ * 256), any other address's stays far above every bound (at least recip, at least 2^22, and
+ * at most 2^32 - recip), and the bound, the bump pointer's key, grows by it too. A page's
+ * class byte is always a class index (only blocks write it; a new segment's are 0). */
 
-/* The slot key of address p on block page g: (p - block start) * recip mod 2^32, from p
- * alone. Slot j's key is j * eps (vam_recip), any other address's at least recip. */
+/* The class of the block on page g (0 on any page the fast path does not serve): the key's
+ * low byte, read as a byte of its own (one movzbl, not a load of the key and a zero
+ * extension of its low byte). */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the key's low byte is its first");
+static ALWAYS_INLINE unsigned vam_tag_cls(const page_tag_t *g) {
+  return *(const uint8_t *)&g->key;
+}
+
+/* The slot key of address p on block page g: (p - block start) * recip + delta mod 2^32, from
+ * p alone. Slot j's key is j * eps + delta (vam_recip), any other address's at least recip. */
 static ALWAYS_INLINE uint32_t vam_slot_key_with(const page_tag_t *g, const void *p, uint32_t recip) {
   return (uint32_t)(uintptr_t)p * recip + g->key;
 }
@@ -200,7 +211,8 @@ static ALWAYS_INLINE bool vam_slot_live_with(const page_tag_t *g, const void *p,
   return vam_slot_key_with(g, p, recip) < g->bound;
 }
 static ALWAYS_INLINE bool vam_slot_live(segment_t *s, const void *p) {
-  return vam_slot_live_with(tag_of_page(s, p), p, vam_class_recip[*cls_of_page(s, p)]);
+  page_tag_t *g = tag_of_page(s, p);
+  return vam_slot_live_with(g, p, vam_class_recip[vam_tag_cls(g)]);
 }
 
 /* The same test by a thread that does not own the block (the owner may move the bound as it
@@ -236,15 +248,15 @@ static void vam_bounds_clear(desc_t *b) {
 }
 
 /* Sets every page of block b (its class set, nothing handed out) up for free's fast path:
- * its class byte, its tag's slot-key offset, no bound. (Only the head's descriptor holds the
- * class: every reader of a descriptor's cls goes to the head.) */
+ * its tag's slot-key offset with the class in its low byte, no bound. (Only the head's
+ * descriptor holds the class: every reader of a descriptor's cls goes to the head.) */
 static void vam_block_mark(desc_t *b) {
   uint32_t offset = 0u - (uint32_t)(uintptr_t)desc_start(b) * vam_class_recip[b->cls];
+  offset += (b->cls - offset) & 0xff;   /* (the delta: low byte = class) */
   page_tag_t *g = tag_of_desc(b);
-  uint8_t *cls = cls_of_desc(b);
   b->aux = offset;   /* the head's copy, for the bump path (vam_bump_moved) */
+  ASSERT(vam_tag_cls(&(page_tag_t){ .key = offset }) == b->cls);
   for (uint32_t i = 0; i < b->npages; i++) {
-    cls[i] = b->cls;
     g[i].key = offset;
     __atomic_store_n(&g[i].bound, 0, __ATOMIC_RELAXED);
   }

@@ -173,8 +173,9 @@ static NOINLINE void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, voi
 static ALWAYS_INLINE void vam_foreign_free(heap_t *me, heap_t *h, segment_t *s, void *p, const char *call) {
   /* (p's page tag alone: the descriptors, one cache line a page and cold when a successor
    * frees what its predecessor allocated, are read only on the slow paths) */
-  unsigned cls = *cls_of_page(s, p);
-  if (!cfg_foreign_cache || !vam_slot_live_remote(tag_of_page(s, p), p, cls))
+  page_tag_t *g = tag_of_page(s, p);
+  unsigned cls = vam_tag_cls(g);
+  if (!cfg_foreign_cache || !vam_slot_live_remote(g, p, cls))
     free_foreign_home(h, desc_of_page(s, p), p, call);   /* checked and reported there */
   else if (cfg_tcache && likely(vam_tcache_put_foreign(me, cls, p, call)))
     return;

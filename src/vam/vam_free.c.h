@@ -248,8 +248,9 @@ static ALWAYS_INLINE void vam_free_plain(heap_t *h, segment_t *s, void *p, const
   /* Any page of a block the fast path serves: vam_slot_live on p's page tag, with the recip
    * of the bin the object may go to (any page's cls is a class index). The descriptor is
    * read only off this path. */
-  vam_tbin_t *t = &h->d.tbin[*cls_of_page(s, p)];
-  if (likely(vam_slot_live_with(tag_of_page(s, p), p, t->recip))) vam_free_slot(h, s, t, p, call);
+  size_t i = ((uintptr_t)p & SEGMENT_MASK) >> os_page_shift;
+  vam_tbin_t *t = &h->d.tbin[vam_tag_cls(&s->tag[i])];
+  if (likely(vam_slot_live_with(&s->tag[i], p, t->recip))) vam_free_slot(h, s, t, p, call);
   else vam_free_other(p, h, desc_of_page(s, p), call);
 }
 

@@ -12,7 +12,7 @@ static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, segment_t *
     return;
   }
   desc_t *page = desc_of_page(s, p), *d = page - page->back;
-  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !vam_slot_live_remote(tag_of_page(s, p), p, *cls_of_page(s, p)) || (mitigation(CANARIES) && p == desc_start(d))) {
+  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !vam_slot_live_remote(tag_of_page(s, p), p, vam_tag_cls(tag_of_page(s, p))) || (mitigation(CANARIES) && p == desc_start(d))) {
     free_foreign_home(h, page, p, call);
     return;
   }
@@ -152,7 +152,7 @@ static size_t vam_check_block(heap_t *h, desc_t *b) {
     uintptr_t head = (uintptr_t)desc_start(b) >> os_page_shift;
     for (char *slot = desc_start(b); slot < b->u.blk.end; slot += b->obj_size) {
       size_t i = ((uintptr_t)slot >> os_page_shift) - head;
-      CHECK(cls_of_desc(b)[i] == b->cls && tag_of_desc(b)[i].key == b->aux);
+      CHECK(vam_tag_cls(&tag_of_desc(b)[i]) == b->cls && tag_of_desc(b)[i].key == b->aux);
       CHECK(vam_slot_live_with(&tag_of_desc(b)[i], slot, vam_class_recip[b->cls]) == (slot < b->u.blk.bump && vam_class_recip[b->cls] != 0));
     }
   }
