@@ -196,6 +196,10 @@ static NOINLINE void vam_slot_push_out(void *p, heap_t *h, desc_t *page, uintptr
 
 static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 
+/* vam_block_empty after a put of p: p first, as the thread cache's overflow holds it (its tail
+ * call then moves no register: 6 instructions a push fewer). */
+static NOINLINE __attribute__((noipa)) void vam_block_emptied(void *p UNUSED, heap_t *h, desc_t *b) { vam_block_empty(h, b); }
+
 /* Slot p (checked) goes onto its block's list, counted freed. */
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker) {
   h->d.frees[b->cls]++;
@@ -210,7 +214,7 @@ static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t
    * retire in vam_block_take, it made mixed-size churn 8% faster but same-size batches 10%
    * slower: three unconditional stores to two descriptors per free.) */
   if (unlikely(!head) && b->u.blk.bump >= b->u.blk.end) list_push(&h->d.avail[cls], b);
-  if (unlikely(--b->used == 0)) vam_block_empty(h, b);
+  if (unlikely(--b->used == 0)) vam_block_emptied(p, h, b);
 }
 
 /* What the fast path's slot test sent on: a block with 8-byte slots, an interior pointer, a
