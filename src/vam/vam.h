@@ -38,13 +38,13 @@
  *  - A freed small object holds its free marker (free_marker: a function of its address) in
  *    its second word (objects of 16 B and more): the cheap double-free test. Allocation
  *    clears it.
- *  - Every page of a block carries, in the segment's dense tag array (page_tag_t, core/pages.h),
- *    its slot-key offset (the tag's key, also the head descriptor's aux), whose low byte is
- *    the block's class (its class byte), and a bound (the tag's bound) such that an address on that page passes
- *    free's fast slot test (vam_slot_live: its key below the bound) exactly if it is the start
- *    of a slot below the bump pointer, for blocks of 16-byte slots or more; the bound is 0 on
- *    every other page (8-byte blocks never pass: their keys equal their bound), so the test is
- *    also the test of the page's kind. Bounds are cleared when a block resets to bump mode
+ *  - Every page of a block carries, in the segment's dense tag array (page_tag_t,
+ *    core/pages.h), its slot-key offset (the tag's key, also the head descriptor's aux), whose
+ *    low byte is the block's class (its class byte), and a bound (the tag's bound) such that
+ *    an address on that page passes free's fast slot test (vam_slot_live: its key below the
+ *    bound) exactly if it is the start of a slot below the bump pointer, for blocks of 16-byte
+ *    slots or more; the bound is 0 on every other page (8-byte blocks never pass: their keys
+ *    equal their bound), so the test is also the test of the page's kind. Bounds are cleared when a block resets to bump mode
  *    and before it goes back to the page manager; a page's class byte is always a class index
  *    (only blocks write it). Free's fast paths, local and foreign, read no descriptor.
  *  - avail lists are doubly linked except that the head's prev is not kept (the head is known
@@ -227,7 +227,8 @@ typedef struct __attribute__((aligned(32))) vam_tbin {
   void **top;          /* &stack[count]: the next entry a free fills (heap_empty: NULL, empty) */
   void **limit;        /* &stack[cap] */
   /* vam_class_recip of the bin's class, in every build: free's fast path finds it here, in the
-   * line it then pushes to, from the page's class, with no table to address (heap_empty: 0). */
+   * line it then reads top from, from the page's class, with no table to address (heap_empty:
+   * 0). */
   uint32_t recip, unused;
   /* Statistics, in the bin's line (no class index to scale, unlike the heap's counters): the
    * objects handed out of it. The objects put into it are not counted (a free's hit path then
@@ -293,7 +294,7 @@ typedef struct design_heap {
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
   vam_tbin_t tbin[VAM_MAX_CLASSES];   /* the thread cache (above) */
-  vam_tstack_t tstack[VAM_MAX_CLASSES];
+  vam_tstack_t tstack[VAM_MAX_CLASSES];   /* the thread cache's stacks, tbin[c]'s in tstack[c] */
   vam_lbin_t lbin[VAM_LCLASSES];      /* its large side (above) */
   uint32_t lcache_bytes;
   /* The protections' state, each only when its bit is on (mitigations.h), reached only

@@ -74,10 +74,12 @@ static COLD NOINLINE __attribute__((noipa)) void vam_free_unbumped(const char *s
 }
 
 /* Whether slot (below the bump pointer) is on block b's free list: its marker word, or, for an
- * 8-byte slot, which has none, the list head or a link that decodes to a slot of this block */
-static ALWAYS_INLINE bool vam_slot_listed(const heap_t *h, const desc_t *b, const char *slot) {
-  if (marker_says_free(*(const uintptr_t *)(slot + b->marker_off), free_marker(slot)) || slot == b->u.blk.free) return true;
-  if (b->marker_off) return false;
+ * 8-byte slot, which has none, the list head or a link that decodes to a slot of this block
+ * (tiny: b's slots are known to be 8 bytes, at compile time). */
+static ALWAYS_INLINE bool vam_slot_listed(const heap_t *h, const desc_t *b, const char *slot, bool tiny) {
+  if (!tiny && marker_says_free(*(const uintptr_t *)(slot + b->marker_off), free_marker(slot))) return true;
+  if (slot == b->u.blk.free) return true;
+  if (!tiny && b->marker_off) return false;
   /* (8-byte slots: a one-page block, so "in the block" is "on slot's page") */
   _Static_assert(VAM_SMALL_PAGES == 1, "8-byte blocks are one page");
   char *next = vam_link_load(h, slot);
@@ -85,11 +87,12 @@ static ALWAYS_INLINE bool vam_slot_listed(const heap_t *h, const desc_t *b, cons
 }
 
 /* Frees p, at offset off in block b: every block and variant (the flagship's fast path is
- * design_free's). */
-static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t off, const char *call) {
+ * design_free's); tiny: b's slots are known to be 8 bytes (no marker word, no header), which
+ * the compiler then folds (vam_free_tiny). */
+static ALWAYS_INLINE void vam_free_block_as(heap_t *h, desc_t *b, void *p, size_t off, const char *call, bool tiny) {
   char *slot = cfg_small_headers ? (char *)p - b->aux8 : p;
   if (cfg_small_headers) off -= b->aux8;
-  long index = vam_slot_of(b, off);
+  long index = tiny ? (off & 7 ? -1 : (long)(off >> 3)) : vam_slot_of(b, off);
   bool was_full;
   if (cfg_block_bitmap) {
     was_full = b->flags & FLAG_FULL;
@@ -108,10 +111,10 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
     uintptr_t *link = (uintptr_t *)slot, *mark = (uintptr_t *)(slot + b->marker_off);
     uintptr_t marker = free_marker(slot);
     void *head = b->u.blk.free;
-    if (unlikely(vam_slot_listed(h, b, slot))) { locus_fatal_jump(call, "double free", p); return; }
+    if (unlikely(vam_slot_listed(h, b, slot, tiny))) { locus_fatal_jump(call, "double free", p); return; }
     was_full = !head && b->u.blk.bump >= b->u.blk.end;
     if (cfg_small_headers && b->aux8 && *link != vam_classes.size[b->cls]) locus_fatal(call, "invalid pointer", p);
-    *mark = marker;
+    if (!tiny) *mark = marker;
     *link = vam_link_encode(h, slot, head);
     b->u.blk.free = slot;
   }
@@ -121,6 +124,9 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
     list_push(&h->d.avail[b->cls], b);
   }
   if (unlikely(--b->used == 0)) vam_block_empty(h, b);
+}
+static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t off, const char *call) {
+  vam_free_block_as(h, b, p, off, call, false);
 }
 
 /* Takes an empty block off its class's list: into the heap's cache of empty blocks if there
@@ -234,7 +240,7 @@ static NOINLINE void vam_free_other(void *p, heap_t *h, desc_t *d, const char *c
 /* An 8-byte slot's free, out of line on its own (with the other kinds' code beside it, the
  * block free's registers spilled: ≈75 instructions): its block is one page. */
 static NOINLINE void vam_free_tiny(heap_t *h, desc_t *b, void *p, const char *call) {
-  vam_free_block(h, b, p, (uintptr_t)p & (os_page_size - 1), call);
+  vam_free_block_as(h, b, p, (uintptr_t)p & (os_page_size - 1), call, true);
 }
 
 static ALWAYS_INLINE void vam_free_secure(heap_t *h, segment_t *s, void *p, const char *call);
@@ -251,7 +257,8 @@ static ALWAYS_INLINE void vam_free_plain(heap_t *h, segment_t *s, void *p, const
   }
   /* Any page of a block the fast path serves: vam_slot_live on p's page tag, with the recip
    * of the bin the object may go to (any page's cls is a class index). The descriptor is
-   * read only off this path. */
+   * read only off this path. (The tag by index: the three reads of it then address it from
+   * the segment with displacements, where a tag pointer cost a lea and a register move.) */
   size_t i = ((uintptr_t)p & SEGMENT_MASK) >> os_page_shift;
   vam_tbin_t *t = &h->d.tbin[vam_tag_cls(&s->tag[i])];
   if (likely(vam_slot_live_with(&s->tag[i], p, t->recip))) vam_free_slot(h, s, t, p, call);

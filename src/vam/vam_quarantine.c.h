@@ -90,7 +90,7 @@ static NOINLINE void vam_free_secure_other(heap_t *h, desc_t *d, void *p, const 
   if (b->kind == KIND_VAM_BLOCK) {
     if (vam_slot_index(b, p, call) == 0 && mitigation(CANARIES)) locus_fatal(call, "invalid pointer", p);
     if ((char *)p >= b->u.blk.bump) vam_free_unbumped(p, b, p, call);   /* (no canary there yet) */
-    if ((mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) || vam_slot_listed(h, b, p))
+    if ((mitigation(QUARANTINE) && *(uintptr_t *)p == vam_qmark(p)) || vam_slot_listed(h, b, p, false))
       locus_fatal(call, "double free", p);
     if (mitigation(CANARIES)) vam_canaries_check(b, p, call);
   } else if (b->kind == KIND_VAM_LARGE && mitigation(QUARANTINE)) {
