@@ -88,15 +88,19 @@ typedef struct page_tag {
 
 typedef struct segment segment_t;
 struct segment {
-  /* Read by every free, from any thread: a line nobody writes while the segment lives. */
-  uint64_t check;               /* segment_cookie ^ address: this really is a segment */
+  /* Written by the page manager. */
+  segment_t *next, *prev;       /* the heap's segments */
+  uint32_t free_pages;
+  uint32_t committed;           /* GUARD_PAGES: pages below this are accessible (pagemgr.h) */
+  /* Read by every free, from any thread: a line nobody writes while the segment lives. The
+   * segment's second line, not its first: every segment's first line falls in the same L1
+   * set as every page's first line, and with a dozen segments the free's read of heap missed
+   * there a quarter of the time (cachegrind, randsmall: 0.90 M misses in 3.25 M frees; 0.57 M
+   * in the second line). */
+  uint64_t check __attribute__((aligned(64)));   /* segment_cookie ^ address: this really is a segment */
   struct heap *heap;            /* owner; never changes while the segment exists */
   uint32_t npages;              /* pages in the segment */
   uint32_t first;               /* first page after the header */
-  /* Written by the page manager. */
-  segment_t *next __attribute__((aligned(64))), *prev;   /* the heap's segments */
-  uint32_t free_pages;
-  uint32_t committed;           /* GUARD_PAGES: pages below this are accessible (pagemgr.h) */
   page_tag_t tag[SEGMENT_SIZE >> 12] __attribute__((aligned(64)));   /* per page (pages of 4 KiB or more) */
   desc_t desc[];                /* aligned to 64 by desc_t's own alignment */
 };
