@@ -195,10 +195,15 @@ static ALWAYS_INLINE unsigned vam_tag_cls(const page_tag_t *g) {
   return *(const uint8_t *)&g->key;
 }
 
-/* The slot key of address p on block page g: (p - block start) * recip + delta mod 2^32, from
- * p alone. Slot j's key is j * eps + delta (vam_recip), any other address's at least recip. */
+/* The slot key of address p in a block whose tag key is key: (p - block start) * recip +
+ * delta mod 2^32, from p alone. Slot j's key is j * eps + delta (vam_recip), any other
+ * address's at least recip. */
+static ALWAYS_INLINE uint32_t vam_slot_key(uint32_t key, const void *p, uint32_t recip) {
+  return (uint32_t)(uintptr_t)p * recip + key;
+}
+/* The same on block page g. */
 static ALWAYS_INLINE uint32_t vam_slot_key_with(const page_tag_t *g, const void *p, uint32_t recip) {
-  return (uint32_t)(uintptr_t)p * recip + g->key;
+  return vam_slot_key(g->key, p, recip);
 }
 
 /* Whether p is the start of a slot of g's block below its bump pointer (handed out, now or
@@ -225,20 +230,22 @@ static ALWAYS_INLINE bool vam_slot_live_remote(const page_tag_t *g, const void *
 /* Block b's bump pointer moved from `from` past one slot (two in the secure build, whose
  * second starts at `second`) to `to`: the pages where those slots start learn the new bound. */
 static ALWAYS_INLINE void vam_bump_moved(desc_t *b, const char *from, const char *second, const char *to) {
-  uint32_t bound = (uint32_t)(uintptr_t)to * vam_class_recip[b->cls] + b->aux;   /* (b's tag's key) */
+  uint32_t bound = vam_slot_key(b->aux, to, vam_class_recip[b->cls]);   /* (aux: b's tags' key) */
   segment_t *s = segment_of(from);
   __atomic_store_n(&tag_of_page(s, from)->bound, bound, __ATOMIC_RELAXED);
   if (second) __atomic_store_n(&tag_of_page(s, second)->bound, bound, __ATOMIC_RELAXED);
 }
 
-/* off / slot size if off is a multiple of it, else -1 (slow paths: any block). */
-static long vam_slot_of(const desc_t *b, size_t off) {
-  uint32_t recip = vam_class_recip[b->cls];
-  if (!recip) {   /* 8-byte slots (every other size has a recip): shifts, not a division */
-    ASSERT(b->obj_size == 8);
-    return off % 8 ? -1 : (long)(off / 8);
-  }
+/* off / slot size if off is a multiple of it, else -1, for the slot size whose vam_recip is
+ * recip (0: 8-byte slots, whose index is by shifts; a constant 0 folds to just that). */
+static ALWAYS_INLINE long vam_slot_of_with(size_t off, uint32_t recip) {
+  if (!recip) return off % 8 ? -1 : (long)(off / 8);
   return slot_multiple((uint32_t)off, recip) ? (long)(((uint64_t)off * recip) >> RECIP_SHIFT) : -1;
+}
+/* The same in block b (slow paths: any block). */
+static long vam_slot_of(const desc_t *b, size_t off) {
+  ASSERT(vam_class_recip[b->cls] || b->obj_size == 8);   /* (every other size has a recip) */
+  return vam_slot_of_with(off, vam_class_recip[b->cls]);
 }
 
 /* No slot of block b is handed out (its bump pointer at its start): no page has a bound. */

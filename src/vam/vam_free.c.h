@@ -92,7 +92,7 @@ static ALWAYS_INLINE bool vam_slot_listed(const heap_t *h, const desc_t *b, cons
 static ALWAYS_INLINE void vam_free_block_as(heap_t *h, desc_t *b, void *p, size_t off, const char *call, bool tiny) {
   char *slot = cfg_small_headers ? (char *)p - b->aux8 : p;
   if (cfg_small_headers) off -= b->aux8;
-  long index = tiny ? (off & 7 ? -1 : (long)(off >> 3)) : vam_slot_of(b, off);
+  long index = tiny ? vam_slot_of_with(off, 0) : vam_slot_of(b, off);
   bool was_full;
   if (cfg_block_bitmap) {
     was_full = b->flags & FLAG_FULL;
@@ -238,7 +238,9 @@ static NOINLINE void vam_free_other(void *p, heap_t *h, desc_t *d, const char *c
 }
 
 /* An 8-byte slot's free, out of line on its own (with the other kinds' code beside it, the
- * block free's registers spilled: ≈75 instructions): its block is one page. */
+ * block free's registers spilled: ≈75 instructions) and compiled for 8-byte slots (31; the
+ * generic block free, which reads the marker offset and recip to learn what it frees, 55):
+ * its block is one page. */
 static NOINLINE void vam_free_tiny(heap_t *h, desc_t *b, void *p, const char *call) {
   vam_free_block_as(h, b, p, (uintptr_t)p & (os_page_size - 1), call, true);
 }

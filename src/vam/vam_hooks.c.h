@@ -12,7 +12,8 @@ static ALWAYS_INLINE void design_free_foreign(heap_t *me, heap_t *h, segment_t *
     return;
   }
   desc_t *page = desc_of_page(s, p), *d = page - page->back;
-  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !vam_slot_live_remote(tag_of_page(s, p), p, vam_tag_cls(tag_of_page(s, p))) || (mitigation(CANARIES) && p == desc_start(d))) {
+  page_tag_t *g = tag_of_page(s, p);
+  if (me == &heap_empty || d->kind != KIND_VAM_BLOCK || !vam_slot_live_remote(g, p, vam_tag_cls(g)) || (mitigation(CANARIES) && p == desc_start(d))) {
     free_foreign_home(h, page, p, call);
     return;
   }

@@ -54,19 +54,18 @@ static void vam_tcache_init(heap_t *h) {
   }
 }
 
-/* The bottom of bin t's stack, from its top (the stack is aligned to its size). */
+/* The bottom of bin t's stack, from its top (the stack is aligned to its size), and the
+ * objects the stack holds below top (heap_empty's NULL: none). */
 static inline void **vam_tcache_stack(void **top) { return (void **)((uintptr_t)top & ~(uintptr_t)(sizeof(vam_tstack_t) - 1)); }
+static inline unsigned vam_tcache_held(void **top) { return (unsigned)(top - vam_tcache_stack(top)); }
 
-static inline unsigned vam_tcache_count(const vam_tbin_t *t) {
-  return (unsigned)(t->top - vam_tcache_stack(t->top));
-}
+static inline unsigned vam_tcache_count(const vam_tbin_t *t) { return vam_tcache_held(t->top); }
 
 /* The objects put into bin t and not sent back to their blocks since (statistics, possibly
  * read by another thread: then a close estimate). */
 static uint64_t vam_tcache_frees(const vam_tbin_t *t) {
   void **top = __atomic_load_n(&t->top, __ATOMIC_RELAXED);
-  uint64_t held = (uint64_t)(top - vam_tcache_stack(top));
-  return __atomic_load_n(&t->allocs, __ATOMIC_RELAXED) + held;
+  return __atomic_load_n(&t->allocs, __ATOMIC_RELAXED) + vam_tcache_held(top);
 }
 
 /* Cached object p of class cls handed out of bin t: its marker cleared, counted. */
