@@ -225,6 +225,20 @@ static void c_corrupt_large_header(void) {
   free(guard);
 }
 
+/* A NUL written one byte past a 2,000-byte object (its chunk fits it exactly, so the byte is
+ * the next header's prev_size) is reported as corruption by the free of the next object, from
+ * that header alone (its check word covers its prev_size): the chunk before is not read. */
+static void c_off_by_one_large(void) {
+  char *p = malloc(2000), *next = malloc(2000), *guard = malloc(2000);
+  if (!p || !next || !guard) _exit(4);
+  memset(p, 'x', 2000);
+  ((volatile char *)p)[2000] = 0;
+  test_report_address(next);
+  free(next);
+  free(p);
+  free(guard);
+}
+
 typedef struct error_case {
   const char *name;
   void (*fn)(void);
@@ -259,6 +273,7 @@ static const error_case_t cases[] = {
     {"never_handed_out_foreign", c_never_handed_out_foreign, "free()", NULL, "vam"},
     /* a design with large-object headers: vam's (phk's large objects are page runs) */
     {"corrupt_large_header", c_corrupt_large_header, "malloc()", "corrupt", "vam"},
+    {"off_by_one_large", c_off_by_one_large, "free()", "corrupt", "vam"},
 };
 #define NCASES (sizeof cases / sizeof *cases)
 

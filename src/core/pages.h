@@ -44,9 +44,6 @@ enum desc_flags {
   FLAG_FULL = 4,     /* design block on its full list */
   FLAG_QUARANTINED = 8,   /* QUARANTINE: huge run freed, not yet reusable (huge.h) */
   FLAG_SEALED = 16,  /* HUGE_RELEASE: a quarantined huge run made inaccessible (huge.h) */
-  FLAG_DESIGN_PAGE = 32,  /* the design's mark on every page of a run in use (vam: a large
-                             area's): interior pages are handed out with flags 0 and every
-                             page's flags are cleared when the run is freed */
 };
 
 /* One cache line each, and aligned to one (segment_t puts desc[] on a line boundary): free

@@ -46,11 +46,13 @@
  *    slots or more; the bound is 0 on every other page (8-byte blocks never pass: their keys
  *    equal their bound), so the test is also the test of the page's kind. Bounds are cleared when a block resets to bump mode
  *    and before it goes back to the page manager; a page's class byte is always a class index
- *    (only blocks write it). Free's fast paths, local and foreign, read no descriptor.
+ *    or VAM_AREA_CLS (only blocks and areas write it). Free's fast paths, local and foreign, read no descriptor.
  *  - avail lists are doubly linked except that the head's prev is not kept (the head is known
  *    by avail[c] == b).
- *  - Exactly the pages of large areas (VAM_AREA_PAGES each) carry FLAG_DESIGN_PAGE: free
- *    goes from such a page straight to the chunk (vam_free_other).
+ *  - Exactly the pages of large areas (VAM_AREA_PAGES each) carry the class byte VAM_AREA_CLS
+ *    in their tags, with their distance to the area's first page above it (vam_area_key) and
+ *    a bound of 0: free goes from such a page straight to the chunk (vam_free_other), knowing
+ *    the area from the line its fast test read. Area tags are cleared when the area goes back.
  *  - In a large area, chunks tile [start, end - 16); prev_size of each chunk equals the size of
  *    the chunk before it; no two free chunks are adjacent; every free chunk is in the bin of
  *    its size; the header at end - 16 is an in-use chunk of size 0.
@@ -99,7 +101,11 @@ static const bool cfg_sites = LOCUS_VAM_SITES;
 #define VAM_CLASSES (VAM_SMALL_LIMIT / 8 + (VAM_MEDIUM_FINE - VAM_SMALL_LIMIT) / LOCUS_QUANTUM + 1 + \
                      (VAM_MEDIUM_MAX - VAM_MEDIUM_FINE) / VAM_MEDIUM_STEP)   /* at most */
 #define VAM_MAX_CLASSES (LOCUS_VAM_SITES ? VAM_CLASSES * VAM_SITE_GROUPS : VAM_CLASSES)
-_Static_assert(VAM_MAX_CLASSES <= 256, "class indexes are 8-bit");
+/* The class byte of a large area's pages in their tags (vam.h's invariants): no class's index,
+ * so a tag whose class byte it is marks an area's page and nothing else. Free's fast path reads
+ * its thread-cache bin (tbin[VAM_AREA_CLS], recip 0: never a hit) before it knows. */
+#define VAM_AREA_CLS VAM_MAX_CLASSES
+_Static_assert(VAM_AREA_CLS <= UINT8_MAX, "class indexes and the area's class byte are 8-bit");
 
 static const bool cfg_small_headers = LOCUS_VAM_SMALL_HEADERS;
 static const bool cfg_block_bitmap = LOCUS_VAM_BITMAP;
@@ -293,7 +299,7 @@ typedef struct design_heap {
   uint64_t foreign_flushed;      /* cached foreign objects sent home (counted as a malloc and a
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
-  vam_tbin_t tbin[VAM_MAX_CLASSES];   /* the thread cache (above) */
+  vam_tbin_t tbin[VAM_MAX_CLASSES + 1];   /* the thread cache (above); + VAM_AREA_CLS's */
   vam_tstack_t tstack[VAM_MAX_CLASSES];   /* the thread cache's stacks, tbin[c]'s in tstack[c] */
   vam_lbin_t lbin[VAM_LCLASSES];      /* its large side (above) */
   uint32_t lcache_bytes;

@@ -185,14 +185,23 @@ static ALWAYS_INLINE uint32_t vam_run_offset(const desc_t *d, const void *p) {
  * tags and a line of classes: a slot's key only grows by the delta (j * eps + delta < 2^14 +
  * 256), any other address's stays far above every bound (at least recip, at least 2^22, and
  * at most 2^32 - recip), and the bound, the bump pointer's key, grows by it too. A page's
- * class byte is always a class index (only blocks write it; a new segment's are 0). */
+ * class byte is always a class index or VAM_AREA_CLS (only blocks and areas write it; a
+ * new segment's are 0). */
 
-/* The class of the block on page g (0 on any page the fast path does not serve): the key's
+/* The class of the block on page g (VAM_AREA_CLS on a large area's page; a stale or 0 class
+ * on other pages, whose bound is 0): the key's
  * low byte, read as a byte of its own (one movzbl, not a load of the key and a zero
  * extension of its low byte). */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the key's low byte is its first");
 static ALWAYS_INLINE unsigned vam_tag_cls(const page_tag_t *g) {
   return *(const uint8_t *)&g->key;
+}
+
+/* A large area's page tag's key (vam.h: VAM_AREA_CLS), on the page `back` pages after the
+ * area's first, and the area's first page from p and its page's key. */
+static inline uint32_t vam_area_key(unsigned back) { return (uint32_t)back << 8 | VAM_AREA_CLS; }
+static ALWAYS_INLINE char *vam_area_start(const void *p, uint32_t key) {
+  return (char *)((uintptr_t)p & ~(os_page_size - 1)) - ((size_t)(key >> 8) << os_page_shift);
 }
 
 /* The slot key of address p in a block whose tag key is key: (p - block start) * recip +

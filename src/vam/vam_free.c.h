@@ -175,7 +175,7 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
 
 static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
   if (d->kind == KIND_VAM_BLOCK) vam_free_block(h, d, p, off, call);
-  else if (d->kind == KIND_VAM_LARGE) vam_free_large(h, d, p, call);
+  else if (d->kind == KIND_VAM_LARGE) vam_free_large(h, desc_start(d), p, call);
   else core_free(h, d, p, call);
 }
 
@@ -227,12 +227,13 @@ static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t
  * slot not handed out, anything else in a run (a large area, a core run), from any page of
  * it. */
 static NOINLINE void vam_free_tiny(heap_t *h, desc_t *b, void *p, const char *call);
-static NOINLINE void vam_free_other(void *p, heap_t *h, desc_t *d, const char *call) {
-  if (d->flags & FLAG_DESIGN_PAGE) {   /* a large area's page: its head is not read */
-    vam_free_large(h, d, p, call);
+static NOINLINE void vam_free_other(void *p, heap_t *h, segment_t *s, const char *call) {
+  uint32_t key = tag_of_page(s, p)->key;   /* (the line the fast test read) */
+  if ((key & 0xff) == VAM_AREA_CLS) {      /* a large area's page: no descriptor is read */
+    vam_free_large(h, vam_area_start(p, key), p, call);
     return;
   }
-  desc_t *b = d - d->back;
+  desc_t *d = desc_of_page(s, p), *b = d - d->back;
   if (cfg_fast_free && b->kind == KIND_VAM_BLOCK && !b->marker_off) vam_free_tiny(h, b, p, call);
   else design_free_run(h, b, p, vam_run_offset(d, p), call);
 }
@@ -258,13 +259,14 @@ static ALWAYS_INLINE void vam_free_plain(heap_t *h, segment_t *s, void *p, const
     return;
   }
   /* Any page of a block the fast path serves: vam_slot_live on p's page tag, with the recip
-   * of the bin the object may go to (any page's cls is a class index). The descriptor is
+   * of the bin the object may go to (any page's class byte is a class index, or a large
+   * area's VAM_AREA_CLS). The descriptor is
    * read only off this path. (The tag by index: the three reads of it then address it from
    * the segment with displacements, where a tag pointer cost a lea and a register move.) */
   size_t i = ((uintptr_t)p & SEGMENT_MASK) >> os_page_shift;
   vam_tbin_t *t = &h->d.tbin[vam_tag_cls(&s->tag[i])];
   if (likely(vam_slot_live_with(&s->tag[i], p, t->recip))) vam_free_slot(h, s, t, p, call);
-  else vam_free_other(p, h, desc_of_page(s, p), call);
+  else vam_free_other(p, h, s, call);
 }
 
 static ALWAYS_INLINE void design_free(heap_t *h, segment_t *s, void *p, const char *call) {

@@ -105,7 +105,7 @@ static void design_release_spares(heap_t *h) {
     h->d.spare_area = NULL;
     if (!(c->size & CHUNK_INUSE) && chunk_next(c)->size == CHUNK_INUSE) {
       chunk_bin_remove(h, c);
-      block_release(h, r);
+      vam_area_release(h, r);
     }
   }
 }
@@ -228,9 +228,10 @@ static size_t design_check(heap_t *h) {
   for (segment_t *s = h->pages.segments; s; s = s->next) {
     for (size_t i = s->first; i < s->npages; i += s->desc[i].npages ? s->desc[i].npages : 1) {
       desc_t *r = &s->desc[i];
-      /* Exactly a large area's pages carry the design mark (vam_free_other trusts it). */
+      /* Exactly a large area's pages carry its tags (vam_free_other trusts them). */
       for (size_t j = 0; j < (r->npages ? r->npages : 1u); j++)
-        CHECK(!(r[j].flags & FLAG_DESIGN_PAGE) == (r->kind != KIND_VAM_LARGE));
+        CHECK((vam_tag_cls(&s->tag[i + j]) == VAM_AREA_CLS) == (r->kind == KIND_VAM_LARGE) &&
+              (r->kind != KIND_VAM_LARGE || s->tag[i + j].key == vam_area_key((unsigned)j)));
       if (r->kind == KIND_VAM_LARGE) CHECK(r->npages == VAM_AREA_PAGES);
       if (r->kind == KIND_VAM_BLOCK) {
         blocks++;
@@ -285,14 +286,14 @@ static UNUSED ALWAYS_INLINE int design_bounds(desc_t *d, const char *a, const ch
   /* Most copies start at an object's start (a memset after malloc): its header is just
    * before it, checked by the cookie, no walk needed. */
   const chunk_t *h = (const chunk_t *)(a - CHUNK_HEADER);
-  if (((uintptr_t)a & 15) == 0 && (const char *)h >= base && chunk_valid(h) &&
+  if (((uintptr_t)a & 15) == 0 && (const char *)h >= base && chunk_placed(h) &&
       (h->size & (CHUNK_INUSE | CHUNK_ALIAS | CHUNK_CACHED)) == CHUNK_INUSE && a + chunk_size(h) - CHUNK_HEADER <= last) {
     *start = a;
     *end = a + chunk_size(h) - CHUNK_HEADER;
     return BOUNDS_OBJECT;
   }
   for (const chunk_t *c = (const chunk_t *)base; (const char *)c < last;) {
-    if (!chunk_valid(c) || chunk_size(c) < LARGE_MIN_SPLIT) return BOUNDS_UNKNOWN;
+    if (!chunk_placed(c) || chunk_size(c) < LARGE_MIN_SPLIT) return BOUNDS_UNKNOWN;
     const char *next = (const char *)c + chunk_size(c);
     if (a < next) {
       *start = (const char *)c + CHUNK_HEADER;

@@ -10,7 +10,27 @@ static inline unsigned large_bin(uint32_t chunk_size) {
 }
 static inline uint32_t chunk_size(const chunk_t *c) { return c->size & ~CHUNK_FLAGS; }
 static inline chunk_t *chunk_next(chunk_t *c) { return (chunk_t *)((char *)c + chunk_size(c)); }
-static inline bool chunk_valid(const chunk_t *c) { return c->check == (chunk_cookie ^ (uintptr_t)c); }
+/* A header's check word: the cookie, the header's address, and its prev_size in the high
+ * half, so that the header alone proves both where it is and, to its owner, the size of the
+ * chunk before it: an overflow of the object before into this header's prev_size is seen by a
+ * free of this chunk without a read of the one before (a cold line in most frees; the other
+ * neighbour's header, which a free reads, proves this one's size). */
+static inline uint64_t chunk_seal(const chunk_t *c, uint32_t prev_size) {
+  return chunk_cookie ^ (uintptr_t)c ^ ((uint64_t)prev_size << 32);
+}
+/* The whole check: for the owner's thread only, since the owner rewrites prev_size and the
+ * check word (chunk_set_prev) when the chunk before is split or merged, even while this one is
+ * in use. */
+static inline bool chunk_valid(const chunk_t *c) { return c->check == chunk_seal(c, c->prev_size); }
+/* The check's low half, which never changes while the header lives: c is a header this
+ * allocator wrote at this address (any thread). */
+static inline bool chunk_placed(const chunk_t *c) {
+  return (uint32_t)(__atomic_load_n(&c->check, __ATOMIC_RELAXED) ^ chunk_cookie ^ (uintptr_t)c) == 0;
+}
+static inline void chunk_set_prev(chunk_t *c, uint32_t prev_size) {
+  c->prev_size = prev_size;
+  __atomic_store_n(&c->check, chunk_seal(c, prev_size), __ATOMIC_RELAXED);   /* (chunk_placed) */
+}
 
 /* A header the allocator is about to trust (a free chunk taken from a bin, a neighbour to
  * merge with): a corrupted one is reported here, as corruption, rather than later as an
@@ -36,9 +56,8 @@ static void chunk_bin_remove(heap_t *h, chunk_t *c) {
 }
 
 static inline void chunk_set(chunk_t *c, uint32_t prev_size, uint32_t size) {
-  c->prev_size = prev_size;
   c->size = size;
-  c->check = chunk_cookie ^ (uintptr_t)c;
+  chunk_set_prev(c, prev_size);
 }
 
 static chunk_t *large_area_new(heap_t *h) {
@@ -46,7 +65,11 @@ static chunk_t *large_area_new(heap_t *h) {
   desc_t *r = pages_alloc(h, VAM_AREA_PAGES, 1, &clean);
   if (!r) return NULL;
   r->kind = KIND_VAM_LARGE;
-  for (unsigned i = 0; i < VAM_AREA_PAGES; i++) r[i].flags |= FLAG_DESIGN_PAGE;   /* vam_free_other */
+  page_tag_t *g = tag_of_desc(r);
+  for (unsigned i = 0; i < VAM_AREA_PAGES; i++) {   /* (vam_free_other) */
+    ASSERT(g[i].bound == 0);   /* (blocks clear their bounds before their pages go back) */
+    g[i].key = vam_area_key(i);
+  }
   heap_count(h, blocks_in_use, 1);
   char *start = desc_start(r), *end = start + desc_bytes(r);
   chunk_t *c = (chunk_t *)start, *sentinel = (chunk_t *)(end - CHUNK_HEADER);
@@ -64,14 +87,14 @@ static void chunk_split(heap_t *h, chunk_t *c, uint32_t want) {
   if (have - want < LARGE_MIN_SPLIT) return;
   chunk_t *rest = (chunk_t *)((char *)c + want);
   chunk_set(rest, want, have - want);
-  chunk_next(rest)->prev_size = have - want;
+  chunk_set_prev(chunk_next(rest), have - want);
   c->size = want | (c->size & CHUNK_FLAGS);
   /* The rest may border a free chunk (after an in-place shrink): merge it. */
   chunk_t *after = chunk_next(rest);
   if (!(after->size & CHUNK_INUSE)) {
     chunk_bin_remove(h, after);
     rest->size += chunk_size(after);
-    chunk_next(rest)->prev_size = chunk_size(rest);
+    chunk_set_prev(chunk_next(rest), chunk_size(rest));
   }
   chunk_bin_insert(h, rest);
 }
@@ -192,13 +215,26 @@ static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero) {
 }
 
 /* Whether p, in area r, is where a chunk's payload starts: aligned, inside the area, after a
- * header that checks. */
-static inline bool chunk_payload_in(const char *start, const char *end, const void *p) {
-  const chunk_t *c = (const chunk_t *)((const char *)p - CHUNK_HEADER);
-  return !((uintptr_t)p & 15) && (const char *)c >= start && (const char *)p < end - CHUNK_HEADER && chunk_valid(c);
+ * header placed there (any thread: chunk_placed). */
+/* Whether p, in the area from start to end, is aligned and leaves room for a header before it
+ * and the sentinel after. */
+static inline bool chunk_inside(const char *start, const char *end, const void *p) {
+  return !((uintptr_t)p & 15) && (const char *)p - CHUNK_HEADER >= start && (const char *)p < end - CHUNK_HEADER;
 }
+static inline bool chunk_payload_in(const char *start, const char *end, const void *p) {
+  return chunk_inside(start, end, p) && chunk_placed((const chunk_t *)((const char *)p - CHUNK_HEADER));
+}
+/* (every area is VAM_AREA_PAGES: r's size is not read) */
 static inline bool chunk_payload(const desc_t *r, const void *p) {
-  return chunk_payload_in(desc_start(r), desc_start(r) + desc_bytes(r), p);
+  char *start = desc_start(r);
+  return chunk_payload_in(start, start + ((size_t)VAM_AREA_PAGES << os_page_shift), p);
+}
+
+/* Area r goes back to the page manager; its pages' tags no longer mark an area. */
+static void vam_area_release(heap_t *h, desc_t *r) {
+  page_tag_t *g = tag_of_desc(r);
+  for (unsigned i = 0; i < VAM_AREA_PAGES; i++) g[i].key = 0;
+  block_release(h, r);
 }
 
 /* The chunk whose payload p is, checked; ends the program on an invalid or double free. */
@@ -209,7 +245,7 @@ static chunk_t *chunk_of(desc_t *r, const void *p, const char *call, bool *alias
   *alias = c->size & CHUNK_ALIAS;
   if (*alias) {
     c = (chunk_t *)((char *)c - c->prev_size);
-    if ((char *)c < start || !chunk_valid(c)) locus_fatal(call, "invalid pointer", p);
+    if ((char *)c < start || !chunk_placed(c)) locus_fatal(call, "invalid pointer", p);
   }
   if ((c->size & (CHUNK_INUSE | CHUNK_CACHED)) != CHUNK_INUSE) locus_fatal(call, "double free", p);
   return c;
@@ -224,26 +260,24 @@ static void chunk_discard(chunk_t *c) {
 
 static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const char *call);
 
-/* A large object's free, from the descriptor of any page of its area (p's own, from
- * vam_free_other: the area's head is not read): into the thread cache if its header passes
- * chunk_of's checks for a chunk in use that is no alias, its neighbours' headers are intact
- * (as a free that merges checks them: an overflow into the next header, or into this one's
- * size of the one before, is reported here, not missed) and the cache has room (a short
- * path: no register saves); else checked again and freed for real. */
-static NOINLINE void vam_free_large(heap_t *h, desc_t *page, void *p, const char *call) {
-  ASSERT((page - page->back)->kind == KIND_VAM_LARGE && (page - page->back)->npages == VAM_AREA_PAGES);
-  const char *start = desc_start(page) - ((size_t)page->back << os_page_shift);
+/* A large object's free, in the area that starts at `start` (from p's page tag, vam_free_other:
+ * no descriptor is read): into the thread cache if its header passes chunk_of's checks for a
+ * chunk in use that is no alias (its check word covers its prev_size: chunk_seal), the next
+ * chunk's header is intact (an overflow of this object into it is reported here) and the cache
+ * has room (a short path: no register saves); else checked again and freed for real. The
+ * header before is not read (it missed the cache in most of randsmall's large frees). */
+static NOINLINE void vam_free_large(heap_t *h, char *start, void *p, const char *call) {
+  ASSERT(desc_of_page(segment_of(start), start)->kind == KIND_VAM_LARGE);
   chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
-  if (cfg_tcache && h == tl_heap && chunk_payload_in(start, start + ((size_t)VAM_AREA_PAGES << os_page_shift), p) &&
-      (c->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == CHUNK_INUSE && chunk_valid(chunk_next(c)) &&
-      (!c->prev_size || chunk_valid((chunk_t *)((char *)c - c->prev_size))) &&
+  if (cfg_tcache && h == tl_heap && chunk_inside(start, start + ((size_t)VAM_AREA_PAGES << os_page_shift), p) &&
+      chunk_valid(c) && (c->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == CHUNK_INUSE && chunk_valid(chunk_next(c)) &&
       likely(vam_lcache_put(h, c))) {
     heap_count(h, free_calls, 1);
     heap_uncount(h, bytes_allocated, chunk_size(c) - CHUNK_HEADER);
     heap_debug_tick(h);
     return;
   }
-  vam_free_large_slow(h, page - page->back, p, call);
+  vam_free_large_slow(h, desc_of_page(segment_of(start), start), p, call);
 }
 
 static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const char *call) {
@@ -258,6 +292,7 @@ static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const ch
 /* Frees chunk c (in use, counted freed already) of area r: merged with its free neighbours,
  * into its bin, or the whole area back if it empties and one is kept already. */
 static void chunk_release(heap_t *h, desc_t *r, chunk_t *c, const char *call) {
+  chunk_trust(c, call);   /* (its prev_size, which the merge follows, intact) */
   c->size &= ~CHUNK_FLAGS;
   if (c->prev_size) {
     chunk_t *before = (chunk_t *)((char *)c - c->prev_size);
@@ -274,10 +309,10 @@ static void chunk_release(heap_t *h, desc_t *r, chunk_t *c, const char *call) {
     chunk_bin_remove(h, after);
     c->size += chunk_size(after);
   }
-  chunk_next(c)->prev_size = chunk_size(c);
+  chunk_set_prev(chunk_next(c), chunk_size(c));
   bool empty = (char *)c == desc_start(r) && chunk_next(c)->size == CHUNK_INUSE;
   if (empty && (opt.discard == DISCARD_IMMEDIATE || (h->d.spare_area && h->d.spare_area != r))) {
-    block_release(h, r);
+    vam_area_release(h, r);
   } else {
     if (empty) h->d.spare_area = r;
     chunk_bin_insert(h, c);
@@ -298,7 +333,7 @@ static bool vam_resize_large(heap_t *h, desc_t *r, void *p, size_t size) {
     chunk_bin_remove(h, after);
     if (h->d.spare_area == r) h->d.spare_area = NULL;
     c->size += chunk_size(after);
-    chunk_next(c)->prev_size = chunk_size(c);
+    chunk_set_prev(chunk_next(c), chunk_size(c));
   }
   chunk_split(h, c, want);
   heap_count(h, bytes_allocated, (uint64_t)chunk_size(c) - have);

@@ -46,7 +46,7 @@ static void vam_tcache_global_init(void) {
 static void vam_tcache_init(heap_t *h) {
   for (size_t size = 0; size <= VAM_MEDIUM_MAX; size += 8)
     h->d.tbin_of_size[sizeclass_lookup_index(size)] = &h->d.tbin[sizeclass_of(&vam_classes, size)];
-  for (unsigned c = 0; c < VAM_MAX_CLASSES; c++) h->d.tbin[c].recip = vam_class_recip[c];
+  for (unsigned c = 0; c <= VAM_AREA_CLS; c++) h->d.tbin[c].recip = vam_class_recip[c];
   for (unsigned c = 0; c < vam_nclasses; c++) {
     vam_tbin_t *t = &h->d.tbin[c];
     t->top = h->d.tstack[c].slot;
