@@ -70,16 +70,21 @@ static NOINLINE void free_foreign_heap(void *p, heap_t *h, segment_t *s, const c
   design_free_foreign(tl_heap, h, s, p, call);
 }
 
+#if !DESIGN_HAS_FREE_ANY
+static ALWAYS_INLINE void design_free_any(void *p, segment_t *s, const char *call) {
+  heap_t *h = s->heap;
+  if (likely(h == tl_heap)) design_free(h, s, p, call);
+  else free_foreign_heap(p, h, s, call);
+}
+#endif
+
 static ALWAYS_INLINE void free_impl(void *p, const char *call) {
   /* The map's index shifted back is the segment's address (kept so: one instruction, where
    * the mask the compiler makes of it is two). NULL lies in granule 0, never a segment. */
   uintptr_t g = (uintptr_t)p >> SEGMENT_SHIFT;
   if (likely(segmap_is_segment(g))) {
     __asm__("" : "+r"(g));
-    segment_t *s = (segment_t *)(g << SEGMENT_SHIFT);
-    heap_t *h = s->heap;
-    if (likely(h == tl_heap)) design_free(h, s, p, call);
-    else free_foreign_heap(p, h, s, call);
+    design_free_any(p, (segment_t *)(g << SEGMENT_SHIFT), call);
   } else {
     free_outside_segments(p, call);
   }

@@ -85,6 +85,9 @@ static size_t design_check(heap_t *h);
 #ifndef DESIGN_HAS_FREE_FOREIGN
 #define DESIGN_HAS_FREE_FOREIGN 0
 #endif
+#ifndef DESIGN_HAS_FREE_ANY
+#define DESIGN_HAS_FREE_ANY 0
+#endif
 #ifndef DESIGN_HAS_STATS
 #define DESIGN_HAS_STATS 0
 #endif
@@ -129,6 +132,13 @@ static ALWAYS_INLINE void *design_alloc_uncached(heap_t *h, size_t size, bool ze
  * it to free_foreign_home (free.h), which checks it and sends it home. Every call in tail
  * position: the fast path then saves no registers. Default (defined in free.h): home. */
 static void design_free_foreign(heap_t *me, heap_t *h, segment_t *s, void *p, const char *call);
+/* A free by the calling thread of p, in segment s of any heap (p's page any kind, read
+ * without the owner's lock): for a design whose thread cache takes any heap's objects, so
+ * that the owner is read only off its hit path. What it does not keep it hands to the owner's
+ * free (design_free, when s is the thread's heap's) or to free_foreign_heap (free.h). Default
+ * (free.h): that dispatch alone. */
+static void design_free_any(void *p, segment_t *s, const char *call);
+static NOINLINE void free_foreign_heap(void *p, heap_t *h, segment_t *s, const char *call);
 /* In the child after fork (init.h), with the core's locks already reset: the design resets
  * the locks of its own shared structures. Default: nothing. */
 static void design_fork_child(void);

@@ -332,10 +332,12 @@ typedef struct design_heap {
 /* heap_empty's state: every list empty (see state.h). */
 #define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &heap_empty.d.none }, \
                            .tbin_of_size = { [0 ... sizeclass_lookup_index(VAM_MEDIUM_MAX)] = &heap_empty.d.tbin[0] } }
-/* Optional hooks (internal.h): a foreign-object cache, counters of its own, sized-delete bounds,
+/* Optional hooks (internal.h): a foreign-object cache, one free path for any heap's objects
+ * (with the thread cache), counters of its own, sized-delete bounds,
  * the transfer cache's locks reset after fork, objects' bounds for the checked copies. */
 #define DESIGN_HAS_ALLOC_CACHED 1
 #define DESIGN_HAS_FREE_FOREIGN 1
+#define DESIGN_HAS_FREE_ANY VAM_TCACHE
 #define DESIGN_HAS_STATS 1
 #define DESIGN_HAS_USABLE_MAX 1
 #define DESIGN_HAS_FORK_CHILD 1
