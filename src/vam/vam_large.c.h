@@ -214,13 +214,13 @@ static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero) {
   return chunk_hand_out(h, c, size, want, zero);
 }
 
-/* Whether p, in area r, is where a chunk's payload starts: aligned, inside the area, after a
- * header placed there (any thread: chunk_placed). */
 /* Whether p, in the area from start to end, is aligned and leaves room for a header before it
  * and the sentinel after. */
 static inline bool chunk_inside(const char *start, const char *end, const void *p) {
   return !((uintptr_t)p & 15) && (const char *)p - CHUNK_HEADER >= start && (const char *)p < end - CHUNK_HEADER;
 }
+/* Whether p, in the area from start to end, is where a chunk's payload starts: aligned,
+ * inside the area, after a header placed there (any thread: chunk_placed). */
 static inline bool chunk_payload_in(const char *start, const char *end, const void *p) {
   return chunk_inside(start, end, p) && chunk_placed((const chunk_t *)((const char *)p - CHUNK_HEADER));
 }
