@@ -294,12 +294,7 @@ static ALWAYS_INLINE void design_free_any(void *p, segment_t *s, const char *cal
   if (likely(vam_slot_live_with(&s->tag[i], p, t->recip))) {
     uintptr_t *w = p, marker = free_marker(p);
     if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
-    void **top = t->top;
-    if (likely(top < t->limit)) {
-      w[1] = marker;
-      vam_tcache_push(t, top, p);
-      return;
-    }
+    if (likely(vam_tcache_put(t, p, marker))) return;
     h = s->heap;   /* the stack is full: onto the block's list, or the foreign way */
     if (likely(h == me)) vam_slot_push_out(p, h, desc_of_page(s, p), marker);
     else free_foreign_heap(p, h, s, call);
