@@ -175,6 +175,18 @@ static NOINLINE void *chunk_hand_out_cold(heap_t *h, chunk_t *c, size_t size, bo
 
 static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero);
 
+/* vam_alloc_large when the last chunk of size's class b is too small for it: that chunk is
+ * freed for real (merged with its free neighbours, into the bins) and the object comes from
+ * the bins. Left cached, such chunks filled their classes (the ones that fit are the ones
+ * taken): random sizes (randsmall) then found a fitting chunk in 23% of their large
+ * allocations and cached 23% of their large frees. */
+static NOINLINE void *vam_alloc_large_evict(heap_t *h, vam_lbin_t *b, size_t size, bool zero) {
+  chunk_t *c = b->slot[--b->count];
+  h->d.lcache_bytes -= chunk_size(c);
+  chunk_release(h, desc_head(segment_of(c), c), c, "malloc()");
+  return vam_alloc_large_slow(h, size, zero);
+}
+
 /* A large object from the thread cache if the last chunk freed into size's own class fits it
  * (the same size again, most often), else from the bins. Not from the class above, which
  * always fits: split for a smaller request, its chunks left rests too small for any large
@@ -186,7 +198,7 @@ static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
   if (!b->count) return vam_alloc_large_slow(h, size, zero);
   chunk_t *c = b->slot[b->count - 1];
   uint32_t have = chunk_size(c);
-  if (have - CHUNK_HEADER < size) return vam_alloc_large_slow(h, size, zero);
+  if (have - CHUNK_HEADER < size) return vam_alloc_large_evict(h, b, size, zero);
   b->count--;
   chunk_trust(c, "malloc()");   /* written to after its free: reported here, as from the bins */
   c->size &= ~CHUNK_CACHED;
