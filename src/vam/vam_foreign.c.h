@@ -169,7 +169,8 @@ static NOINLINE void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, voi
 
 /* The flagship's design_free_foreign: p lies in segment s of h, in a block or not (the free's
  * slot test, vam_slot_live_remote, passes only for a handed-out slot of a block with marker
- * words). */
+ * words). design_free_any has put such a slot into the thread cache already if it had room,
+ * so one that reaches here goes to the foreign-object cache. */
 static ALWAYS_INLINE void vam_foreign_free(heap_t *me, heap_t *h, segment_t *s, void *p, const char *call) {
   /* (p's page tag alone: the descriptors, one cache line a page and cold when a successor
    * frees what its predecessor allocated, are read only on the slow paths) */
@@ -177,8 +178,6 @@ static ALWAYS_INLINE void vam_foreign_free(heap_t *me, heap_t *h, segment_t *s, 
   unsigned cls = vam_tag_cls(g);
   if (!cfg_foreign_cache || !vam_slot_live_remote(g, p, cls))
     free_foreign_home(h, desc_of_page(s, p), p, call);   /* checked and reported there */
-  else if (cfg_tcache && likely(vam_tcache_put_foreign(me, cls, p, call)))
-    return;
   else if (unlikely(me == &heap_empty) || unlikely(vam_foreign_full(me, cls)))
     vam_foreign_keep_slow(me, h, desc_head(s, p), p, call);
   else

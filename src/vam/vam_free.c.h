@@ -228,9 +228,9 @@ static ALWAYS_INLINE void vam_block_put(heap_t *h, desc_t *b, void *p, uintptr_t
  * it. */
 static NOINLINE void vam_free_tiny(heap_t *h, desc_t *b, void *p, const char *call);
 static NOINLINE void vam_free_other(void *p, heap_t *h, segment_t *s, const char *call) {
-  uint32_t key = tag_of_page(s, p)->key;   /* (the line the fast test read) */
-  if ((key & 0xff) == VAM_AREA_CLS) {      /* a large area's page: no descriptor is read */
-    vam_free_large(h, vam_area_start(p, key), p, call);
+  const page_tag_t *g = tag_of_page(s, p);   /* (the line the fast test read) */
+  if (vam_tag_cls(g) == VAM_AREA_CLS) {      /* a large area's page: no descriptor is read */
+    vam_free_large(h, vam_area_start(p, g->key), p, call);
     return;
   }
   desc_t *d = desc_of_page(s, p), *b = d - d->back;

@@ -226,6 +226,9 @@ static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero) {
   return chunk_hand_out(h, c, size, want, zero);
 }
 
+/* The end of the large area that starts at start (every area is VAM_AREA_PAGES). */
+static inline const char *vam_area_end(const char *start) { return start + ((size_t)VAM_AREA_PAGES << os_page_shift); }
+
 /* Whether p, in the area from start to end, is aligned and leaves room for a header before it
  * and the sentinel after. */
 static inline bool chunk_inside(const char *start, const char *end, const void *p) {
@@ -236,10 +239,9 @@ static inline bool chunk_inside(const char *start, const char *end, const void *
 static inline bool chunk_payload_in(const char *start, const char *end, const void *p) {
   return chunk_inside(start, end, p) && chunk_placed((const chunk_t *)((const char *)p - CHUNK_HEADER));
 }
-/* (every area is VAM_AREA_PAGES: r's size is not read) */
+/* (r's size is not read) */
 static inline bool chunk_payload(const desc_t *r, const void *p) {
-  char *start = desc_start(r);
-  return chunk_payload_in(start, start + ((size_t)VAM_AREA_PAGES << os_page_shift), p);
+  return chunk_payload_in(desc_start(r), vam_area_end(desc_start(r)), p);
 }
 
 /* Area r goes back to the page manager; its pages' tags no longer mark an area. */
@@ -281,7 +283,7 @@ static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const ch
 static NOINLINE void vam_free_large(heap_t *h, char *start, void *p, const char *call) {
   ASSERT(desc_of_page(segment_of(start), start)->kind == KIND_VAM_LARGE);
   chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
-  if (cfg_tcache && h == tl_heap && chunk_inside(start, start + ((size_t)VAM_AREA_PAGES << os_page_shift), p) &&
+  if (cfg_tcache && h == tl_heap && chunk_inside(start, vam_area_end(start), p) &&
       chunk_valid(c) && (c->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == CHUNK_INUSE && chunk_valid(chunk_next(c)) &&
       likely(vam_lcache_put(h, c))) {
     heap_count(h, free_calls, 1);

@@ -102,17 +102,6 @@ static ALWAYS_INLINE bool vam_tcache_put(vam_tbin_t *t, void *p, uintptr_t marke
   return true;
 }
 
-/* The same for slot p of another heap's block (checked but for its marker): a marker already
- * there is a double free. */
-static ALWAYS_INLINE bool vam_tcache_put_foreign(heap_t *me, unsigned cls, void *p, const char *call) {
-  vam_tbin_t *t = &me->d.tbin[cls];
-  void **top = t->top;
-  if (unlikely(top >= t->limit)) return false;   /* (heap_empty: NULL, NULL) */
-  marker_free_remote((uintptr_t *)p + 1, free_marker(p), p, call);
-  vam_tcache_push(t, top, p);
-  return true;
-}
-
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, void *p, const char *call);
 
