@@ -8,7 +8,7 @@
  *                   request of their class takes the last freed first if it fits, split to
  *                   its size
  *   split_runt      a large object placed in a bigger free chunk gives back a rest smaller
- *                   than any large object (malloc(1392) in a freed 1,808-byte hole keeps 1,392
+ *                   than any large object (malloc(5392) in a freed 5,808-byte hole keeps 5,392
  *                   bytes), and the rest merges back when its neighbour is freed
  *   discard         empty blocks' pages leave RSS (mincore) after a purge, or at once under
  *                   LOCUS_DISCARD=immediate; pages inside a free large object too
@@ -146,20 +146,20 @@ static void large_settle(void) {
 static void t_large_cache(void) {
   if (!thread_cache) TEST_SKIP_NOW("no thread cache in this build");
   /* Neighbours in a large area, of a size nothing else uses. */
-  char *a = malloc(5000), *b = malloc(5000), *c = malloc(5000);
-  CHECKF(b - a == c - b && b - a >= 5000 && b - a < 5100, "not neighbours: %p %p %p", (void *)a, (void *)b, (void *)c);
+  char *a = malloc(9000), *b = malloc(9000), *c = malloc(9000);
+  CHECKF(b - a == c - b && b - a >= 9000 && b - a < 9100, "not neighbours: %p %p %p", (void *)a, (void *)b, (void *)c);
   free(a);
   free(b);
   CHECK(locus_check == NULL || locus_check() == 0);   /* cached chunks pass the heap check */
-  char *again = malloc(5000);
+  char *again = malloc(9000);
   CHECKF(again == b, "the last freed large object should come first: got %p, not %p", (void *)again, (void *)b);
-  /* A request of the class below (3584-4095 bytes) does not take the other one; a smaller
-   * request of its own class (4096-5119) does, split to its size. */
-  char *below = malloc(4000);
+  /* A request of the class below (7168-8191 bytes) does not take the other one; a smaller
+   * request of its own class (8192-10239) does, split to its size. */
+  char *below = malloc(8000);
   CHECKF(below != a, "a cached large object served the class below");
-  char *part = malloc(4500);
+  char *part = malloc(8500);
   CHECKF(part == a, "a cached large object should serve a smaller request of its class: got %p, not %p", (void *)part, (void *)a);
-  CHECK_EQ(malloc_usable_size(part), (size_t)4512);
+  CHECK_EQ(malloc_usable_size(part), (size_t)8512);
   free(part);
   free(below);
   free(again);
@@ -171,10 +171,10 @@ static void t_large_cache(void) {
 
 static void t_coalescing(void) {
   /* Three neighbouring large objects in a fresh large area. */
-  char *a = malloc(3000), *b = malloc(3000), *c = malloc(3000);
+  char *a = malloc(6000), *b = malloc(6000), *c = malloc(6000);
   size_t chunk = (size_t)(b - a);
-  CHECKF(c - b == (ptrdiff_t)chunk && chunk >= 3000 && chunk < 3100, "not neighbours");
-  char *guard = malloc(3000);   /* keeps the merged chunk from merging with the area's rest */
+  CHECKF(c - b == (ptrdiff_t)chunk && chunk >= 6000 && chunk < 6100, "not neighbours");
+  char *guard = malloc(6000);   /* keeps the merged chunk from merging with the area's rest */
   free(a);
   free(c);
   free(b);
@@ -185,9 +185,9 @@ static void t_coalescing(void) {
   /* Splitting: a small large request takes the front of a bigger free chunk. */
   free(big);
   large_settle();
-  char *part = malloc(2000);
+  char *part = malloc(4500);
   CHECK(part == a);
-  char *rest = malloc(2000);
+  char *rest = malloc(4500);
   CHECKF(rest > part && rest < guard, "split remainder not reused");
   free(part);
   free(rest);
@@ -195,18 +195,18 @@ static void t_coalescing(void) {
 }
 
 static void t_split_runt(void) {
-  /* A 1,808-byte hole between two objects in a fresh large area (sizes nothing else uses). */
-  char *before = malloc(1240), *hole = malloc(1808), *after = malloc(1240);
-  CHECKF(after - hole == 1824 && hole - before == 1264, "not neighbours: %p %p %p", (void *)before, (void *)hole, (void *)after);
+  /* A 5,808-byte hole between two objects in a fresh large area (sizes nothing else uses). */
+  char *before = malloc(4600), *hole = malloc(5808), *after = malloc(4600);
+  CHECKF(after - hole == 5824 && hole - before == 4624, "not neighbours: %p %p %p", (void *)before, (void *)hole, (void *)after);
   free(hole);
   large_settle();
-  char *p = malloc(1392);
+  char *p = malloc(5392);
   CHECKF(p == hole, "the hole was not reused: %p, not %p", (void *)p, (void *)hole);
-  CHECK_EQ(malloc_usable_size(p), (size_t)1392);   /* the 416-byte rest was split off */
+  CHECK_EQ(malloc_usable_size(p), (size_t)5392);   /* the 416-byte rest was split off */
   /* The rest merges back: freeing p gives the whole hole again. */
   free(p);
   large_settle();
-  char *again = malloc(1808);
+  char *again = malloc(5808);
   CHECKF(again == hole, "the rest did not merge back: %p, not %p", (void *)again, (void *)hole);
   free(again);
   free(before);

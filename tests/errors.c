@@ -97,7 +97,7 @@ static void c_double_free_owner_after_remote(void) {
 
 static void c_double_free_small(void) { double_free(32); }
 static void c_double_free_medium(void) { double_free(300); }
-static void c_double_free_large(void) { double_free(4000); }
+static void c_double_free_large(void) { double_free(6000); }
 static void c_double_free_huge(void) { double_free(200000); }
 
 static void interior(size_t size, size_t offset) {
@@ -112,7 +112,7 @@ static void interior(size_t size, size_t offset) {
 }
 
 static void c_interior_small(void) { interior(64, 8); }
-static void c_interior_large(void) { interior(4000, 16); }
+static void c_interior_large(void) { interior(6000, 16); }
 
 static void c_free_stack(void) {
   _Alignas(64) char buf[512];
@@ -142,14 +142,14 @@ static void c_realloc_invalid(void) {
 }
 
 static void c_realloc_freed(void) {
-  char *p = malloc(4000);
-  void *keep = malloc(4000);
+  char *p = malloc(6000);
+  void *keep = malloc(6000);
   if (!p) _exit(4);
   free(p);
   test_report_address(p);
   void *q = realloc(opaque_ptr(p), 8000);
   if (q) memset(q, 1, 8000);
-  aftermath(4000);
+  aftermath(6000);
   free(keep);
 }
 
@@ -211,28 +211,28 @@ static void c_never_handed_out_foreign(void) {
   free(opaque_ptr(p));
 }
 
-/* A corrupted large-object header (the word just before a freed 4000-byte object) is reported
+/* A corrupted large-object header (the word just before a freed 6000-byte object) is reported
  * as corruption by the allocation that reuses the object, not later as an invalid pointer. */
 static void c_corrupt_large_header(void) {
-  char *p = malloc(4000), *guard = malloc(4000);
+  char *p = malloc(6000), *guard = malloc(6000);
   if (!p || !guard) _exit(4);
   free(p);
   ((volatile uintptr_t *)p)[-1] ^= 0x100;
   test_report_address(p);
-  char *q = malloc(4000);
-  if (q) memset(q, 1, 4000);
+  char *q = malloc(6000);
+  if (q) memset(q, 1, 6000);
   free(q);
   free(guard);
 }
 
-/* A NUL written one byte past a 2,000-byte object (its chunk fits it exactly, so the byte is
+/* A NUL written one byte past a 6,000-byte object (its chunk fits it exactly, so the byte is
  * the next header's prev_size) is reported as corruption by the free of the next object, from
  * that header alone (its check word covers its prev_size): the chunk before is not read. */
 static void c_off_by_one_large(void) {
-  char *p = malloc(2000), *next = malloc(2000), *guard = malloc(2000);
+  char *p = malloc(6000), *next = malloc(6000), *guard = malloc(6000);
   if (!p || !next || !guard) _exit(4);
-  memset(p, 'x', 2000);
-  ((volatile char *)p)[2000] = 0;
+  memset(p, 'x', 6000);
+  ((volatile char *)p)[6000] = 0;
   test_report_address(next);
   free(next);
   free(p);

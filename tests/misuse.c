@@ -10,7 +10,7 @@
  * improvement (update the table). Under a Locus library a caught case that aborted must also
  * have printed Locus's one-line report (or faulted). The last line gives the counts.
  *
- * Sizes: small 32 B, medium 300 B, large 4000 B (vam: boundary-tagged chunks), page 64 KiB
+ * Sizes: small 32 B, medium 300 B, large 6000 B (vam: boundary-tagged chunks), page 64 KiB
  * (a run of pages; secure: framed by canaries), huge 2 MiB (an own mapping); a few cases
  * also big, 256 KiB (a run of pages).
  *
@@ -351,7 +351,7 @@ typedef struct misuse {
 
 #define SMALL 32
 #define MEDIUM 300
-#define LARGE 4000
+#define LARGE 6000
 #define PAGE (64u << 10)
 #define HUGE (2u << 20)
 #define BIG (256u << 10)   /* a run of pages, like PAGE, 4x bigger */

@@ -3,11 +3,16 @@
  * Size categories (tunable constants below):
  *   small   <= 127 B   page blocks of one page, one size class each; classes 8 B apart, slots
  *                      rounded up to the quantum (24 and 32 B: both 32-byte slots, own blocks)
- *   medium  128-1024 B page blocks of four pages; classes 16 B apart to 512 B, then 64 B apart
- *                      (the paper's blocks end at 496 B; objects of 0.5-1 KiB, half of what a
- *                      server's workers allocate in bench/turnover, cost three times as much in
- *                      boundary-tagged chunks: headers, bins, merging)
- *   large   1025 B-32 KiB  boundary-tagged chunks in shared 20-page large areas, best fit through
+ *   medium  128 B-4 KiB page blocks of four pages; classes 16 B apart to 512 B, 64 B apart to
+ *                      1 KiB, then the sizes that divide a block into 15 .. 4 slots (1088, 1168,
+ *                      1248, 1360, 1488, 1632, 1808, 2048, 2336, 2720, 3264, 4096: 6-25% apart, no
+ *                      room left at the block's end, 2 and 4 KiB objects on their own boundaries).
+ *                      The paper's blocks end at 496 B; in boundary-tagged chunks, objects of
+ *                      0.5-1 KiB (half of what a server's workers allocate in bench/turnover)
+ *                      cost three times as much (headers, bins, merging), and objects of 1-4 KiB
+ *                      (bench/randsmall's large ones) four times a block's pair. vam-sites stops
+ *                      at 1 KiB: its class groups of all these would not fit 8-bit class indexes.
+ *   large   4 KiB-32 KiB  boundary-tagged chunks in shared 20-page large areas, best fit through
  *                      an indexed free-list table (one exact bin per 16 B, a bitmap over bins)
  *   huge    > 32 KiB   runs of pages / own mappings (core, huge.h, osobj.h)
  *
@@ -62,8 +67,9 @@
 
 #define VAM_SMALL_LIMIT   128      /* objects below this live in 1-page blocks */
 #define VAM_MEDIUM_FINE   512      /* medium classes a quantum apart up to here, then: */
-#define VAM_MEDIUM_STEP   64       /* classes this far apart */
-#define VAM_MEDIUM_MAX    1024     /* largest object in a page block */
+#define VAM_MEDIUM_STEP   64       /* classes this far apart up to: */
+#define VAM_MEDIUM_STEPPED 1024    /* then the sizes that divide a medium block (VAM_MEDIUM_ROOM) */
+#define VAM_MEDIUM_MIN_SLOTS 4     /* into 15 .. this many slots */
 #define VAM_LARGE_MAX     32768    /* largest object in a large area */
 #define VAM_SMALL_PAGES   1
 #define VAM_MEDIUM_PAGES  4
@@ -96,10 +102,19 @@
 #define LOCUS_VAM_SITES 0
 #endif
 static const bool cfg_sites = LOCUS_VAM_SITES;
+/* The bytes of a 4-page medium block its slots may fill (vam-bitmap: less its bitmap's word,
+ * kept a quantum) and the least canary bytes after an object (the secure build's, below). */
+#define VAM_MEDIUM_ROOM (VAM_MEDIUM_PAGES * 4096 - (LOCUS_VAM_BITMAP ? LOCUS_QUANTUM : 0))
+#define VAM_CANARY ((size_t)(MITIGATION(CANARIES) ? 8 : 0))
+/* The largest object in a page block: a quarter of a medium block (4 KiB), the object size
+ * of its slot; vam-sites stops at 1 KiB (its class groups would not fit 8-bit class indexes). */
+#define VAM_MEDIUM_DIVIDED(n) ((size_t)VAM_MEDIUM_ROOM / (n) / LOCUS_QUANTUM * LOCUS_QUANTUM - VAM_CANARY)
+#define VAM_MEDIUM_MAX (LOCUS_VAM_SITES ? (size_t)VAM_MEDIUM_STEPPED : VAM_MEDIUM_DIVIDED(VAM_MEDIUM_MIN_SLOTS))
 /* Class indexes: the size classes, and in vam-sites VAM_SITE_GROUPS copies of them, group g's
  * class c at g * (number of size classes) + c. */
 #define VAM_CLASSES (VAM_SMALL_LIMIT / 8 + (VAM_MEDIUM_FINE - VAM_SMALL_LIMIT) / LOCUS_QUANTUM + 1 + \
-                     (VAM_MEDIUM_MAX - VAM_MEDIUM_FINE) / VAM_MEDIUM_STEP)   /* at most */
+                     (VAM_MEDIUM_STEPPED - VAM_MEDIUM_FINE) / VAM_MEDIUM_STEP + \
+                     (LOCUS_VAM_SITES ? 0 : VAM_MEDIUM_ROOM / (VAM_MEDIUM_STEPPED + 1) - VAM_MEDIUM_MIN_SLOTS + 1))   /* at most */
 #define VAM_MAX_CLASSES (LOCUS_VAM_SITES ? VAM_CLASSES * VAM_SITE_GROUPS : VAM_CLASSES)
 /* The class byte of a large area's pages in their tags (vam.h's invariants): no class's index,
  * so a tag whose class byte it is marks an area's page and nothing else. Free's fast path reads
@@ -151,7 +166,6 @@ enum { KIND_VAM_BLOCK = KIND_DESIGN, KIND_VAM_LARGE, KIND_VAM_FOREIGN };
  * its canary words; an object in the quarantine holds vam_qmark(address) in word 0 and is
  * counted in use. */
 #define VAM_QUARANTINE 32
-#define VAM_CANARY ((size_t)(MITIGATION(CANARIES) ? 8 : 0))   /* least canary bytes after an object */
 #define VAM_POISON_MAX 32          /* bytes of a quarantined object poisoned and verified */
 /* Any of the block protections on: no 8-byte class (every slot holds a link and a marker
  * word), and free takes the checked path (vam_free_secure); each protection's own code is

@@ -28,15 +28,21 @@ static void vam_tcache_global_init(void);
 static inline size_t vam_slot_size(unsigned cls);
 static inline uint32_t vam_recip(size_t slot);
 
+static void vam_recip_check(void);
+
 static void design_global_init(void) {
   /* Small requests are segregated 8 bytes apart, as in the paper (so 24- and 32-byte objects,
    * or 40- and 48-byte ones, never share a block), in slots rounded up to the quantum (so
    * every object of 16 bytes or more is 16-aligned); medium classes are a quantum apart, and
-   * VAM_MEDIUM_STEP apart above VAM_MEDIUM_FINE (as coarse as 1/9 of the size there). The
+   * VAM_MEDIUM_STEP apart above VAM_MEDIUM_FINE (as coarse as 1/9 of the size there), then
+   * the sizes that divide a medium block (vam.h; the secure build's leave the canary room). The
    * secure build has no 8-byte class: every slot holds a link and a marker word (the free fast
    * path's checks and the quarantine's poison need them). */
   sizeclass_two_steps(&vam_classes, cfg_vam_hardened ? 16 : 8, 8, VAM_SMALL_LIMIT, QUANTUM, VAM_MEDIUM_FINE);
-  sizeclass_extend(&vam_classes, VAM_MEDIUM_STEP, VAM_MEDIUM_MAX);
+  sizeclass_extend(&vam_classes, VAM_MEDIUM_STEP, VAM_MEDIUM_STEPPED);
+  for (size_t n = VAM_MEDIUM_ROOM / (VAM_MEDIUM_STEPPED + 1); !cfg_sites && n >= VAM_MEDIUM_MIN_SLOTS; n--)
+    sizeclass_add(&vam_classes, VAM_MEDIUM_DIVIDED(n));
+  sizeclass_finish(&vam_classes);
   vam_nclasses = vam_classes.count * (cfg_sites ? VAM_SITE_GROUPS : 1);
   if (vam_nclasses > VAM_MAX_CLASSES) {
     locus_printf(2, "locus: vam: %u class indexes do not fit\n", vam_nclasses);
@@ -49,6 +55,7 @@ static void design_global_init(void) {
     }
   }
   for (unsigned c = 0; c < vam_nclasses; c++) vam_class_recip[c] = vam_recip(vam_slot_size(c));
+  if (cfg_debug) vam_recip_check();
   if (cfg_tcache) vam_tcache_global_init();
   chunk_cookie = free_marker_cookie * 0x9E3779B97F4A7C15ull + 1;
   vam_secret = vam_mix(chunk_cookie ^ segment_cookie);
@@ -158,13 +165,34 @@ static inline unsigned vam_cache_index(size_t npages) { return npages != VAM_SMA
 static const bool cfg_fast_free = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
 
 /* floor(2^32 / slot) + 1, or 0 for a slot the fast path does not serve. For every slot size
- * of the classes (multiples of 8 from 16 to 1040) and every offset off below 16 KiB plus a
- * slot (checked exhaustively), the low half of off * recip is j * eps when off is slot j's
+ * of the classes (multiples of 8 from 16 to 4096) and every offset off below 16 KiB plus a
+ * slot (vam_recip_check, in the debug build), the low half of off * recip is j * eps when off is slot j's
  * start, eps = slot * recip - 2^32 (1 <= eps <= slot, so j * eps < 2^14), and at least recip
  * otherwise; its high half is off / slot. */
 static inline uint32_t vam_recip(size_t slot) {
   if (cfg_fast_free && slot - VAM_CANARY < 2 * sizeof(void *)) return 0;   /* no marker word: slow path */
   return (uint32_t)((1ull << RECIP_SHIFT) / slot + 1);
+}
+
+/* The debug build's proof of the above for the classes in use: every offset in a block and a
+ * slot past it (~1.2 M, once at start-up). */
+static void vam_recip_check(void) {
+  for (unsigned c = 0; c < vam_classes.count; c++) {
+    uint32_t recip = vam_class_recip[c];
+    if (!recip) continue;
+    size_t slot = vam_slot_size(c), bytes = (size_t)vam_block_pages(c) << os_page_shift;
+    uint32_t eps = (uint32_t)(slot * recip);   /* (mod 2^32) */
+    uint64_t top = (bytes / slot + 1) * (uint64_t)eps + 256;   /* above every slot key and bound */
+    uint32_t key = 0, j = 0;   /* off * recip, and off / slot */
+    for (size_t off = 0, r = 0; off < bytes + slot; off++, key += recip) {
+      bool ok = r == 0 ? key == j * eps : key >= top && key <= UINT32_MAX - 255;
+      if (++r == slot) r = 0, j++;
+      if (!ok) {
+        locus_printf(2, "locus: vam: slot size %zu: the slot key of offset %zu is %u\n", slot, off, key);
+        abort();
+      }
+    }
+  }
 }
 
 /* Whether off (< 16 KiB) is a multiple of the slot size whose vam_recip is recip. */

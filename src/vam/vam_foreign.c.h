@@ -25,7 +25,8 @@ static const bool cfg_transfer = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP &
 
 /* The transfer cache of one class: a stack of batches under a lock (taken once per batch, i.e.
  * per VAM_FOREIGN_MAX objects), at most VAM_TRANSFER_BYTES of objects per class (64 batches
- * for the smallest classes, 4 for the 1 KiB class: 3 MiB for all classes at worst). Batches
+ * for the smallest classes, 4 for the 1 KiB class, 1 for the 4 KiB class: 4 MiB for all
+ * classes at worst). Batches
  * nobody took for a whole decay period go home (vam_transfer_sweep). */
 #define VAM_TRANSFER_BYTES (64u << 10)
 #define VAM_TRANSFER_MAX 64
@@ -42,7 +43,7 @@ static bool vam_transfer_used;   /* a batch was ever given: until then the sweep
 /* Batches class cls may hold. */
 static inline unsigned vam_transfer_cap(unsigned cls) {
   size_t cap = VAM_TRANSFER_BYTES / (VAM_FOREIGN_MAX * vam_classes.size[cls]);
-  return (unsigned)(cap < 4 ? 4 : cap > VAM_TRANSFER_MAX ? VAM_TRANSFER_MAX : cap);
+  return (unsigned)(cap < 1 ? 1 : cap > VAM_TRANSFER_MAX ? VAM_TRANSFER_MAX : cap);
 }
 
 static void design_fork_child(void) {
