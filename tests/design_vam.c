@@ -20,6 +20,9 @@
  *   huge_threads    threads replacing, growing and freeing big buffers in shared slots keep
  *                   every buffer's content (the cache's pieces are never handed out twice)
  *   fine_classes    small requests 8 bytes apart get blocks of their own, in 16-byte slots
+ *   page_sizes      2 and 4 KiB objects come from medium blocks on their own boundaries, and
+ *                   in the flagship's builds 8, 16 and 32 KiB ones from power-of-two blocks:
+ *                   page-aligned, their size exactly, freed ones reused first (thread cache)
  *   sites           vam-sites: once two call sites that allocate one size are hot
  *                   (LOCUS_LF_THRESHOLD calls, default 100), their objects never share a page
  *                   block; before that, and in every other vam build, they interleave
@@ -442,6 +445,29 @@ static void t_fine_classes(void) {
  * count each call once, and a purge sends the cached objects home without changing them. */
 enum { FOREIGN_N = 64, FOREIGN_SIZE = 72 };   /* a class nothing else here uses */
 static void *foreign_objects[FOREIGN_N];
+static void t_page_sizes(void) {
+  /* vam-sites keeps 1 KiB blocks; vam-bitmap's 4 KiB class leaves its bitmap room (4080) */
+  if (sites_variant || bitmap_variant) TEST_SKIP_NOW("no 4 KiB class in this variant");
+  bool pow2 = !header_variant;   /* the flagship's own builds (vam.h: VAM_PLAIN) */
+  for (size_t size = 2048; size <= (pow2 ? 32768u : 4096u); size *= 2) {
+    enum { N = 5 };
+    char *p[N];
+    for (int i = 0; i < N; i++) {
+      p[i] = malloc(size);
+      CHECKF(p[i] && (uintptr_t)p[i] % (size < page ? size : page) == 0, "a %zu-byte object at %p: not on its boundary", size, (void *)p[i]);
+      CHECK_EQ(malloc_usable_size(p[i]), size);
+      memset(p[i], 0x3c, size);
+    }
+    CHECKF(p[1] - p[0] == (ptrdiff_t)size, "%zu-byte objects not neighbours: %p %p", size, (void *)p[0], (void *)p[1]);
+    free(p[2]);
+    char *again = malloc(size);   /* (reap order without the thread cache: the block's bump range first) */
+    CHECKF(again == p[2] || !thread_cache, "a freed %zu-byte object was not reused first: %p, not %p", size, (void *)again, (void *)p[2]);
+    p[2] = again;
+    for (int i = 0; i < N; i++) free(p[i]);
+    CHECK(locus_check == NULL || locus_check() == 0);
+  }
+}
+
 static void t_foreign_cache(void) {
   if (bitmap_variant || header_variant || !stats_get) TEST_SKIP_NOW("no foreign-object cache in this variant");
   test_allocate_in_thread(foreign_objects, FOREIGN_N, FOREIGN_SIZE, 7);
@@ -529,6 +555,7 @@ int main(int argc, char **argv) {
     { "huge_cache", t_huge_cache },
     { "huge_threads", t_huge_threads },
     { "fine_classes", t_fine_classes },
+    { "page_sizes", t_page_sizes },
     { "foreign_cache", t_foreign_cache },
     { "sites", t_sites },
   };

@@ -77,6 +77,7 @@
 #define VAM_SITE_GROUPS   5        /* vam-sites: class groups (0 for cold sites, 4 hot) */
 #define VAM_SITE_BITS     10       /* vam-sites: a heap's table of call sites, 2^10 slots */
 #define VAM_CACHE_BLOCKS  16       /* empty blocks a heap keeps aside, per block size */
+#define VAM_BLOCK_SIZES   3        /* small, medium and power-of-two blocks (vam_cache_index) */
 
 /* Ablation knobs (seed 000, Table 2), each its own library:
  *   LOCUS_VAM_SMALL_HEADERS  vam-header: a header in front of every small object (< 128 B).
@@ -110,11 +111,23 @@ static const bool cfg_sites = LOCUS_VAM_SITES;
  * of its slot; vam-sites stops at 1 KiB (its class groups would not fit 8-bit class indexes). */
 #define VAM_MEDIUM_DIVIDED(n) ((size_t)VAM_MEDIUM_ROOM / (n) / LOCUS_QUANTUM * LOCUS_QUANTUM - VAM_CANARY)
 #define VAM_MEDIUM_MAX (LOCUS_VAM_SITES ? (size_t)VAM_MEDIUM_STEPPED : VAM_MEDIUM_DIVIDED(VAM_MEDIUM_MIN_SLOTS))
+/* The flagship's own builds (and its debug and q8 builds): no ablation knob, no hardening. */
+#define VAM_PLAIN (!LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP && !LOCUS_VAM_SITES && !(LOCUS_MITIGATIONS & MIT_BLOCKS))
+/* Power-of-two objects of 8, 16 and 32 KiB (buffers: stdio's, I/O blocks, arrays) in page
+ * blocks of their own, 64 KiB each (VAM_POW2_PAGES), so that they start on page boundaries
+ * as in the peers: filling a 16 KiB object off a page boundary took this AMD CPU 9% longer
+ * (docs/results.md, "Medium blocks to 4 KiB"). Other sizes above 4 KiB stay large chunks:
+ * no size is rounded up to these. The flagship's own builds; their classes follow the size
+ * classes' (vam_pow2_first). */
+#define VAM_POW2_CLASSES (VAM_PLAIN ? 3 : 0)
+#define VAM_POW2_MIN_SHIFT 13
+#define VAM_POW2_PAGES 16
 /* Class indexes: the size classes, and in vam-sites VAM_SITE_GROUPS copies of them, group g's
- * class c at g * (number of size classes) + c. */
+ * class c at g * (number of size classes) + c; then the power-of-two classes. */
 #define VAM_CLASSES (VAM_SMALL_LIMIT / 8 + (VAM_MEDIUM_FINE - VAM_SMALL_LIMIT) / LOCUS_QUANTUM + 1 + \
                      (VAM_MEDIUM_STEPPED - VAM_MEDIUM_FINE) / VAM_MEDIUM_STEP + \
-                     (LOCUS_VAM_SITES ? 0 : VAM_MEDIUM_ROOM / (VAM_MEDIUM_STEPPED + 1) - VAM_MEDIUM_MIN_SLOTS + 1))   /* at most */
+                     (LOCUS_VAM_SITES ? 0 : VAM_MEDIUM_ROOM / (VAM_MEDIUM_STEPPED + 1) - VAM_MEDIUM_MIN_SLOTS + 1) + \
+                     VAM_POW2_CLASSES)   /* at most */
 #define VAM_MAX_CLASSES (LOCUS_VAM_SITES ? VAM_CLASSES * VAM_SITE_GROUPS : VAM_CLASSES)
 /* The class byte of a large area's pages in their tags (vam.h's invariants): no class's index,
  * so a tag whose class byte it is marks an area's page and nothing else. Free's fast path reads
@@ -233,9 +246,10 @@ typedef struct vam_quarantine {
  * instead cost bench/batches 30% and churn more instructions); thread exit and purge send
  * them all back (vam_tcache_flush). The immediate discard policy and LOCUS_TCACHE=0 have none
  * (limit == slot). */
-#define VAM_TCACHE (!LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP && !LOCUS_VAM_SITES && !(LOCUS_MITIGATIONS & MIT_BLOCKS))
+#define VAM_TCACHE VAM_PLAIN
 static const bool cfg_tcache = VAM_TCACHE;
 #define VAM_TCACHE_SLOTS 28
+#define VAM_TCACHE_SIZED VAM_MEDIUM_STEPPED   /* malloc's hit path: sizes up to this (below) */
 #define VAM_TCACHE_BYTES 4096
 /* One class's bin: 32 bytes, two a cache line, apart from its stack (vam_tstack_t). The stack
  * is 256 bytes aligned to 256, so that its bottom is top with the low bits cleared: malloc's
@@ -283,10 +297,11 @@ typedef struct vam_lbin {
 
 typedef struct design_heap {
   desc_t *avail[VAM_MAX_CLASSES];
-  /* The thread-cache bin of each size up to VAM_MEDIUM_MAX, by sizeclass_lookup_index: malloc's
-   * hit path goes from the size to its bin in one load, as it goes to avail[] from the class
-   * (heap_empty: all its one empty bin). */
-  struct vam_tbin *tbin_of_size[sizeclass_lookup_index(VAM_MEDIUM_MAX) + 1];
+  /* The thread-cache bin of each size up to VAM_TCACHE_SIZED, by sizeclass_lookup_index:
+   * malloc's hit path goes from the size to its bin in one load, as it goes to avail[] from
+   * the class (heap_empty: all its one empty bin). Bigger medium sizes find their bin from
+   * their class, after a test (a table to 4 KiB would be 4 KiB a heap, a page more). */
+  struct vam_tbin *tbin_of_size[sizeclass_lookup_index(VAM_TCACHE_SIZED) + 1];
   /* Block objects handed out and freed, per class: statistics (design_stats) derive calls and
    * bytes from them. One counter per class, not one per heap: a single counter every malloc
    * and free update is a chain of dependent memory updates, which cost churn about 10%. */
@@ -302,11 +317,12 @@ typedef struct design_heap {
    * fallbacks until it is 3/4 full, then goes back on avail[c]; it is forgotten when it fills
    * (full, on no list, like any full block) and put back on avail[c] when it empties. */
   desc_t *hint_block[VAM_MAX_CLASSES];
-  /* Empty blocks kept aside for any class of their size (0: one-page, 1: four-page blocks),
-   * most recent last: the next new block of that size is one of these rather than a round
-   * trip through the page manager (not with the immediate policy). Off every list. */
-  desc_t *cache[2][VAM_CACHE_BLOCKS];
-  unsigned ncache[2];
+  /* Empty blocks kept aside for any class of their size (0: one-page, 1: four-page, 2:
+   * power-of-two blocks), most recent last: the next new block of that size is one of these
+   * rather than a round trip through the page manager (not with the immediate policy). Off
+   * every list. */
+  desc_t *cache[VAM_BLOCK_SIZES][VAM_CACHE_BLOCKS];
+  unsigned ncache[VAM_BLOCK_SIZES];
   chunk_t *bins[LARGE_BINS];
   bitmap2_t binmap;
   desc_t *spare_area;            /* an empty large area kept for reuse (not immediate policy) */
@@ -345,7 +361,7 @@ typedef struct design_heap {
 
 /* heap_empty's state: every list empty (see state.h). */
 #define DESIGN_EMPTY_HEAP { .avail = { [0 ... VAM_MAX_CLASSES - 1] = &heap_empty.d.none }, \
-                           .tbin_of_size = { [0 ... sizeclass_lookup_index(VAM_MEDIUM_MAX)] = &heap_empty.d.tbin[0] } }
+                           .tbin_of_size = { [0 ... sizeclass_lookup_index(VAM_TCACHE_SIZED)] = &heap_empty.d.tbin[0] } }
 /* Optional hooks (internal.h): a foreign-object cache, one free path for any heap's objects
  * (with the thread cache), counters of its own, sized-delete bounds,
  * the transfer cache's locks reset after fork, objects' bounds for the checked copies. */

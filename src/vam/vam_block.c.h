@@ -4,6 +4,8 @@
 
 static sizeclass_table_t vam_classes;
 static unsigned vam_nclasses;   /* class indexes in use: the size classes, times the groups */
+static unsigned vam_pow2_first;   /* the class of 8 KiB objects (vam.h), then 16 and 32 KiB */
+static const unsigned vam_pow2_classes = VAM_POW2_CLASSES;
 /* vam_recip of each class index's slot size (0 past them: any page's class byte may index it). */
 static uint32_t vam_class_recip[UINT8_MAX + 1];
 
@@ -43,7 +45,8 @@ static void design_global_init(void) {
   for (size_t n = VAM_MEDIUM_ROOM / (VAM_MEDIUM_STEPPED + 1); !cfg_sites && n >= VAM_MEDIUM_MIN_SLOTS; n--)
     sizeclass_add(&vam_classes, VAM_MEDIUM_DIVIDED(n));
   sizeclass_finish(&vam_classes);
-  vam_nclasses = vam_classes.count * (cfg_sites ? VAM_SITE_GROUPS : 1);
+  vam_pow2_first = vam_classes.count * (cfg_sites ? VAM_SITE_GROUPS : 1);
+  vam_nclasses = vam_pow2_first + VAM_POW2_CLASSES;
   if (vam_nclasses > VAM_MAX_CLASSES) {
     locus_printf(2, "locus: vam: %u class indexes do not fit\n", vam_nclasses);
     abort();
@@ -53,6 +56,10 @@ static void design_global_init(void) {
       vam_classes.size[c] = vam_classes.size[c % vam_classes.count];
       vam_classes.recip[c] = vam_classes.recip[c % vam_classes.count];
     }
+  }
+  for (unsigned k = 0; k < vam_pow2_classes; k++) {
+    vam_classes.size[vam_pow2_first + k] = 1u << (VAM_POW2_MIN_SHIFT + k);
+    vam_classes.recip[vam_pow2_first + k] = (uint32_t)((1ull << RECIP_SHIFT) >> (VAM_POW2_MIN_SHIFT + k));
   }
   for (unsigned c = 0; c < vam_nclasses; c++) vam_class_recip[c] = vam_recip(vam_slot_size(c));
   if (cfg_debug) vam_recip_check();
@@ -154,9 +161,20 @@ static inline size_t vam_usable(const desc_t *b) {
 }
 
 static inline unsigned vam_block_pages(unsigned cls) {
+  if (cls >= vam_pow2_first) return VAM_POW2_PAGES;
   return vam_classes.size[cls] < VAM_SMALL_LIMIT ? VAM_SMALL_PAGES : VAM_MEDIUM_PAGES;
 }
-static inline unsigned vam_cache_index(size_t npages) { return npages != VAM_SMALL_PAGES; }
+static inline unsigned vam_cache_index(size_t npages) {
+  return npages == VAM_SMALL_PAGES ? 0 : npages == VAM_MEDIUM_PAGES ? 1 : 2;
+}
+
+/* Whether size (above VAM_MEDIUM_MAX, at most VAM_LARGE_MAX) has a power-of-two class. */
+static ALWAYS_INLINE bool vam_pow2_sized(size_t size) { return VAM_POW2_CLASSES && !(size & (size - 1)); }
+/* The class of size, which has one (a size class, or a power-of-two class). */
+static inline unsigned vam_class_of(size_t size) {
+  if (size <= VAM_MEDIUM_MAX) return sizeclass_of(&vam_classes, size);
+  return vam_pow2_first + (unsigned)__builtin_ctzll(size) - VAM_POW2_MIN_SHIFT;
+}
 
 /* The flagship's free fast path (design_free): blocks whose slots hold a link and a marker
  * word. Its descriptor test is the slot test itself, made on p's page alone (vam_slot_live),
@@ -177,7 +195,7 @@ static inline uint32_t vam_recip(size_t slot) {
 /* The debug build's proof of the above for the classes in use: every offset in a block and a
  * slot past it (~1.2 M, once at start-up). */
 static void vam_recip_check(void) {
-  for (unsigned c = 0; c < vam_classes.count; c++) {
+  for (unsigned c = 0; c < vam_nclasses; c++) {
     uint32_t recip = vam_class_recip[c];
     if (!recip) continue;
     size_t slot = vam_slot_size(c), bytes = (size_t)vam_block_pages(c) << os_page_shift;

@@ -177,8 +177,8 @@ static ALWAYS_INLINE void vam_foreign_free(heap_t *me, heap_t *h, segment_t *s, 
    * frees what its predecessor allocated, are read only on the slow paths) */
   page_tag_t *g = tag_of_page(s, p);
   unsigned cls = vam_tag_cls(g);
-  if (!cfg_foreign_cache || !vam_slot_live_remote(g, p, cls))
-    free_foreign_home(h, desc_of_page(s, p), p, call);   /* checked and reported there */
+  if (!cfg_foreign_cache || !vam_slot_live_remote(g, p, cls) || cls >= vam_pow2_first)
+    free_foreign_home(h, desc_of_page(s, p), p, call);   /* checked and reported there; 8-32 KiB objects: not kept */
   else if (unlikely(me == &heap_empty) || unlikely(vam_foreign_full(me, cls)))
     vam_foreign_keep_slow(me, h, desc_head(s, p), p, call);
   else

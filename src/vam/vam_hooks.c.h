@@ -97,7 +97,7 @@ static void design_release_spares(heap_t *h) {
     h->d.spare[c] = NULL;
     if (b && b->used == 0) vam_block_drop(h, b, false);
   }
-  for (unsigned k = 0; k < 2; k++)
+  for (unsigned k = 0; k < VAM_BLOCK_SIZES; k++)
     while (h->d.ncache[k]) vam_block_release(h, h->d.cache[k][--h->d.ncache[k]]);
   desc_t *r = h->d.spare_area;
   if (r) {
@@ -218,7 +218,7 @@ static size_t design_check(heap_t *h) {
     CHECK(b->kind == KIND_VAM_BLOCK && vam_base_class(b->cls) == c && vam_has_room(b) && !vam_block_full(b));
     listed++;   /* on no list: counted with the blocks found in the segments */
   }
-  for (unsigned k = 0; k < 2; k++) {
+  for (unsigned k = 0; k < VAM_BLOCK_SIZES; k++) {
     for (unsigned i = 0; i < h->d.ncache[k]; i++) {
       desc_t *b = h->d.cache[k][i];
       CHECK(b->kind == KIND_VAM_BLOCK && b->used == 0 && vam_cache_index(b->npages) == k);

@@ -181,7 +181,7 @@ static NOINLINE void *vam_alloc_slow(size_t size, bool zero, heap_t *h) {
     if (!(h = heap_acquire())) return alloc_failed();
     return vam_alloc(h, size, zero);
   }
-  unsigned cls = sizeclass_of(&vam_classes, size) + vam_pending_offset(h);
+  unsigned cls = vam_class_of(size) + vam_pending_offset(h);
   /* A batch of the transfer cache first, before the objects other threads sent home (each of
    * those costs a lookup and a local free to take back; a batch, one exchange): a producer
    * whose consumers free its objects gets them back this way. */

@@ -44,7 +44,7 @@ static void vam_tcache_global_init(void) {
 }
 
 static void vam_tcache_init(heap_t *h) {
-  for (size_t size = 0; size <= VAM_MEDIUM_MAX; size += 8)
+  for (size_t size = 0; size <= VAM_TCACHE_SIZED; size += 8)
     h->d.tbin_of_size[sizeclass_lookup_index(size)] = &h->d.tbin[sizeclass_of(&vam_classes, size)];
   for (unsigned c = 0; c <= VAM_AREA_CLS; c++) h->d.tbin[c].recip = vam_class_recip[c];
   for (unsigned c = 0; c < vam_nclasses; c++) {
@@ -76,13 +76,17 @@ static ALWAYS_INLINE void *vam_tcache_hand_out(vam_tbin_t *t, uintptr_t *p, unsi
   return p;
 }
 
-/* The most recently cached object of the class of size (at most VAM_MEDIUM_MAX), or NULL. */
-static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, size_t size, bool zero) {
-  vam_tbin_t *t = h->d.tbin_of_size[sizeclass_lookup_index(size)];
+/* The most recently cached object of bin t, of class cls (read only to zero it), or NULL. */
+static ALWAYS_INLINE void *vam_tcache_pop(vam_tbin_t *t, unsigned cls, bool zero) {
   void **top = t->top;
   if (!((uintptr_t)top & (sizeof(vam_tstack_t) - 1))) return NULL;   /* at the stack's start: empty */
   t->top = --top;
-  return vam_tcache_hand_out(t, *top, zero ? sizeclass_of(&vam_classes, size) : 0, zero);
+  return vam_tcache_hand_out(t, *top, cls, zero);
+}
+
+/* The same for the class of size (at most VAM_TCACHE_SIZED: its bin in one load). */
+static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, size_t size, bool zero) {
+  return vam_tcache_pop(h->d.tbin_of_size[sizeclass_lookup_index(size)], zero ? sizeclass_of(&vam_classes, size) : 0, zero);
 }
 
 /* Pushes p, already marked free, onto bin t at top, its top read before the marker's store
