@@ -255,8 +255,9 @@ static const bool cfg_tcache = VAM_TCACHE;
  * is 256 bytes aligned to 256, so that its bottom is top with the low bits cleared: malloc's
  * emptiness test is one test of top's low bits, with no count or base to load. 28 objects and
  * 4 KiB a class against 12 and 8 KiB: 1.5 instructions a pair fewer on churn (fewer misses of
- * both stacks' ends), a smaller bound on what a thread holds (152 KiB against 165 KiB in all
- * classes), peak RSS +2-3% on batches and prodcons (docs/results.md). */
+ * both stacks' ends), a smaller bound on what a thread holds (152 KiB against 165 KiB in the
+ * classes to 1 KiB; the 1-4 KiB classes add 52 KiB, the power-of-two ones two objects each,
+ * 112 KiB), peak RSS +2-3% on batches and prodcons (docs/results.md). */
 typedef struct __attribute__((aligned(32))) vam_tbin {
   void **top;          /* &stack[count]: the next entry a free fills (heap_empty: NULL, empty) */
   void **limit;        /* &stack[cap] */
