@@ -250,14 +250,16 @@ typedef struct vam_quarantine {
 static const bool cfg_tcache = VAM_TCACHE;
 #define VAM_TCACHE_SLOTS 28
 #define VAM_TCACHE_SIZED VAM_MEDIUM_STEPPED   /* malloc's hit path: sizes up to this (below) */
-#define VAM_TCACHE_BYTES 4096
+#define VAM_TCACHE_BYTES 16384
 /* One class's bin: 32 bytes, two a cache line, apart from its stack (vam_tstack_t). The stack
  * is 256 bytes aligned to 256, so that its bottom is top with the low bits cleared: malloc's
  * emptiness test is one test of top's low bits, with no count or base to load. 28 objects and
  * 4 KiB a class against 12 and 8 KiB: 1.5 instructions a pair fewer on churn (fewer misses of
- * both stacks' ends), a smaller bound on what a thread holds (152 KiB against 165 KiB in the
- * classes to 1 KiB; the 1-4 KiB classes add 52 KiB, the power-of-two ones two objects each,
- * 112 KiB), peak RSS +2-3% on batches and prodcons (docs/results.md). */
+ * both stacks' ends), peak RSS +2-3% on batches and prodcons (docs/results.md). 16 KiB a
+ * class rather than 4 (the classes of 160 B and more hold more than 4 KiB of 28 objects):
+ * frees of mixed sizes overflow less, so malloc reuses the lines freed last (localarrays'
+ * shape, 16 B-1 KiB: D1 read misses -3%, 4% faster, level with tcmalloc); what a thread can
+ * hold is 674 KiB in all classes (316 KiB with 4 KiB; tcmalloc's thread caches: up to 4 MiB). */
 typedef struct __attribute__((aligned(32))) vam_tbin {
   void **top;          /* &stack[count]: the next entry a free fills (heap_empty: NULL, empty) */
   void **limit;        /* &stack[cap] */
