@@ -183,10 +183,11 @@ static inline unsigned vam_class_of(size_t size) {
 static const bool cfg_fast_free = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP;
 
 /* floor(2^32 / slot) + 1, or 0 for a slot the fast path does not serve. For every slot size
- * of the classes (multiples of 8 from 16 to 4096) and every offset off below 16 KiB plus a
- * slot (vam_recip_check, in the debug build), the low half of off * recip is j * eps when off is slot j's
- * start, eps = slot * recip - 2^32 (1 <= eps <= slot, so j * eps < 2^14), and at least recip
- * otherwise; its high half is off / slot. */
+ * of the classes (multiples of 8 from 16 to 4096; 8, 16 and 32 KiB) and every offset off
+ * below its block's size plus a slot (16 KiB, 64 KiB for the power-of-two blocks; checked by
+ * vam_recip_check in the debug build), the low half of off * recip is j * eps when off is
+ * slot j's start, eps = slot * recip - 2^32 (1 <= eps <= slot, so j * eps <= 2^16), and at
+ * least recip otherwise; its high half is off / slot. */
 static inline uint32_t vam_recip(size_t slot) {
   if (cfg_fast_free && slot - VAM_CANARY < 2 * sizeof(void *)) return 0;   /* no marker word: slow path */
   return (uint32_t)((1ull << RECIP_SHIFT) / slot + 1);
@@ -213,7 +214,7 @@ static void vam_recip_check(void) {
   }
 }
 
-/* Whether off (< 16 KiB) is a multiple of the slot size whose vam_recip is recip. */
+/* Whether off (inside a block) is a multiple of the slot size whose vam_recip is recip. */
 static ALWAYS_INLINE bool slot_multiple(uint32_t off, uint32_t recip) {
   return (uint32_t)(off * recip) < recip;
 }
@@ -228,8 +229,8 @@ static ALWAYS_INLINE uint32_t vam_run_offset(const desc_t *d, const void *p) {
  * block, the tag's key is -(start * recip) mod 2^32 for the block's start and its class's
  * recip, plus the delta below 256 that makes its low byte the block's class, and its bound is
  * below. The class rides in the key so that a free reads one line of metadata, not a line of
- * tags and a line of classes: a slot's key only grows by the delta (j * eps + delta < 2^14 +
- * 256), any other address's stays far above every bound (at least recip, at least 2^22, and
+ * tags and a line of classes: a slot's key only grows by the delta (j * eps + delta <= 2^16 +
+ * 256), any other address's stays above every bound (at least recip, at least 2^17 + 1, and
  * at most 2^32 - recip), and the bound, the bump pointer's key, grows by it too. A page's
  * class byte is always a class index or VAM_AREA_CLS (only blocks and areas write it; a
  * new segment's are 0). */

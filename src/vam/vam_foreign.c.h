@@ -26,8 +26,8 @@ static const bool cfg_transfer = !LOCUS_VAM_SMALL_HEADERS && !LOCUS_VAM_BITMAP &
 /* The transfer cache of one class: a stack of batches under a lock (taken once per batch, i.e.
  * per VAM_FOREIGN_MAX objects), at most VAM_TRANSFER_BYTES of objects per class (64 batches
  * for the smallest classes, 4 for the 1 KiB class, 1 for the 4 KiB class: 4 MiB for all
- * classes at worst). Batches
- * nobody took for a whole decay period go home (vam_transfer_sweep). */
+ * classes at worst). Batches nobody took for a whole decay period go home
+ * (vam_transfer_sweep). */
 #define VAM_TRANSFER_BYTES (64u << 10)
 #define VAM_TRANSFER_MAX 64
 typedef struct vam_transfer {
