@@ -333,7 +333,10 @@ typedef struct design_heap {
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
   vam_tbin_t tbin[VAM_MAX_CLASSES + 1];   /* the thread cache (above); + VAM_AREA_CLS's */
-  vam_tstack_t tstack[VAM_MAX_CLASSES];   /* the thread cache's stacks, tbin[c]'s in tstack[c] */
+  /* The thread cache's stacks, tbin[c]'s in tstack[c], from a page boundary: the stacks of
+   * the 16 smallest classes, which every program uses, share one page (the paging simulation
+   * of bench/linked: 718,054 LRU misses at 8 MiB without, 717,887 with). */
+  vam_tstack_t tstack[VAM_MAX_CLASSES] __attribute__((aligned(4096)));
   vam_lbin_t lbin[VAM_LCLASSES];      /* its large side (above) */
   uint32_t lcache_bytes;
   /* The protections' state, each only when its bit is on (mitigations.h), reached only
