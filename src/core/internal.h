@@ -243,6 +243,7 @@ static inline int bits_find_summary(uint64_t summary, const uint64_t *w, unsigne
 
 /* ---- sizeclass.h: size-class tables as data */
 static inline long divide_exact(size_t offset, uint32_t size, uint32_t recip);
+static void sizeclass_put(sizeclass_table_t *t, unsigned c, size_t sz);
 static void sizeclass_add(sizeclass_table_t *t, size_t sz);
 static void sizeclass_finish(sizeclass_table_t *t);
 static inline long sizeclass_index(const sizeclass_table_t *t, unsigned cls, size_t offset);

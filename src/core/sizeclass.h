@@ -21,10 +21,15 @@ typedef struct sizeclass_table {
   uint8_t lookup[sizeclass_lookup_index(SIZECLASS_LOOKUP_MAX) + 1]; /* sizeclass_lookup_index(size) -> class */
 } sizeclass_table_t;
 
+/* Class c's entries for object size sz (a table's own, or one kept past its count, indexed the
+ * same: the lookup does not reach it). */
+static void sizeclass_put(sizeclass_table_t *t, unsigned c, size_t sz) {
+  t->size[c] = (uint32_t)sz;
+  t->recip[c] = (uint32_t)(((1ull << RECIP_SHIFT) + sz - 1) / sz);
+}
+
 static void sizeclass_add(sizeclass_table_t *t, size_t sz) {
-  t->size[t->count] = (uint32_t)sz;
-  t->recip[t->count] = (uint32_t)(((1ull << RECIP_SHIFT) + sz - 1) / sz);
-  t->count++;
+  sizeclass_put(t, t->count++, sz);
   t->max = sz;
 }
 

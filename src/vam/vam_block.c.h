@@ -5,7 +5,6 @@
 static sizeclass_table_t vam_classes;
 static unsigned vam_nclasses;   /* class indexes in use: the size classes, times the groups */
 static unsigned vam_pow2_first;   /* the class of 8 KiB objects (vam.h), then 16 and 32 KiB */
-static const unsigned vam_pow2_classes = VAM_POW2_CLASSES;
 /* vam_recip of each class index's slot size (0 past them: any page's class byte may index it). */
 static uint32_t vam_class_recip[UINT8_MAX + 1];
 
@@ -52,15 +51,10 @@ static void design_global_init(void) {
     abort();
   }
   if (cfg_sites) {   /* every group's copy of the classes: the size table serves them all */
-    for (unsigned c = vam_classes.count; c < vam_nclasses; c++) {
-      vam_classes.size[c] = vam_classes.size[c % vam_classes.count];
-      vam_classes.recip[c] = vam_classes.recip[c % vam_classes.count];
-    }
+    for (unsigned c = vam_classes.count; c < vam_pow2_first; c++) sizeclass_put(&vam_classes, c, vam_classes.size[c % vam_classes.count]);
   }
-  for (unsigned k = 0; k < vam_pow2_classes; k++) {
-    vam_classes.size[vam_pow2_first + k] = 1u << (VAM_POW2_MIN_SHIFT + k);
-    vam_classes.recip[vam_pow2_first + k] = (uint32_t)((1ull << RECIP_SHIFT) >> (VAM_POW2_MIN_SHIFT + k));
-  }
+  for (unsigned c = vam_pow2_first; c < vam_nclasses; c++)
+    sizeclass_put(&vam_classes, c, (size_t)1 << (VAM_POW2_MIN_SHIFT + c - vam_pow2_first));
   for (unsigned c = 0; c < vam_nclasses; c++) vam_class_recip[c] = vam_recip(vam_slot_size(c));
   if (cfg_debug) vam_recip_check();
   if (cfg_tcache) vam_tcache_global_init();

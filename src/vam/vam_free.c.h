@@ -10,13 +10,19 @@
 #define VAM_ALLOC_INLINE inline
 #endif
 
-/* An object of 8, 16 or 32 KiB (vam.h: power-of-two blocks): the thread cache's, else its
- * block's. */
-static NOINLINE void *vam_alloc_pow2(heap_t *h, size_t size, bool zero) {
-  unsigned cls = vam_class_of(size);
-  void *p = cfg_tcache ? vam_tcache_pop(&h->d.tbin[cls], cls, zero) : NULL;
-  if (!p) p = vam_block_take(h, h->d.avail[cls], cls, zero);
+/* An object of size (class cls) from its class's head block, else the slow path; from the
+ * class's thread-cache bin first if `cached` (sizes malloc's hit path does not serve: above
+ * VAM_TCACHE_SIZED). */
+static ALWAYS_INLINE void *vam_alloc_class(heap_t *h, size_t size, unsigned cls, bool zero, bool cached) {
+  void *p;
+  if (cfg_tcache && cached && (p = vam_tcache_pop(&h->d.tbin[cls], cls, zero))) return p;
+  p = vam_block_take(h, h->d.avail[cls], cls, zero);
   return likely(p != NULL) ? p : vam_alloc_slow(size, zero, h);
+}
+
+/* An object of 8, 16 or 32 KiB (vam.h: power-of-two blocks). */
+static NOINLINE void *vam_alloc_pow2(heap_t *h, size_t size, bool zero) {
+  return vam_alloc_class(h, size, vam_class_of(size), zero, true);
 }
 
 /* An object from the blocks, the large areas or huge runs: vam_alloc after its thread cache. */
@@ -24,10 +30,7 @@ static ALWAYS_INLINE void *vam_alloc_uncached(heap_t *h, size_t size, bool zero)
   if (likely(size <= VAM_MEDIUM_MAX)) {
     unsigned cls = sizeclass_of(&vam_classes, size);
     if (cfg_sites) cls += vam_site_offset(h, (uintptr_t)__builtin_return_address(0));
-    void *p;
-    if (cfg_tcache && size > VAM_TCACHE_SIZED && (p = vam_tcache_pop(&h->d.tbin[cls], cls, zero))) return p;
-    p = vam_block_take(h, h->d.avail[cls], cls, zero);
-    return likely(p != NULL) ? p : vam_alloc_slow(size, zero, h);
+    return vam_alloc_class(h, size, cls, zero, size > VAM_TCACHE_SIZED);
   }
   if (size <= VAM_LARGE_MAX) return vam_pow2_sized(size) ? vam_alloc_pow2(h, size, zero) : vam_alloc_large(h, size, zero);
   return huge_alloc(h, size, 0, zero);
