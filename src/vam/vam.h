@@ -228,7 +228,7 @@ typedef struct vam_quarantine {
 
 /* The thread cache (flagship and debug builds: the fast free path's blocks, no site groups, not
  * the secure build), glibc's tcache and tcmalloc's thread cache in front of Vam's blocks: per
- * class a stack of up to VAM_TCACHE_SLOTS objects this heap freed (at most VAM_TCACHE_BYTES of
+ * class a list of up to VAM_TCACHE_SLOTS objects this heap freed (at most VAM_TCACHE_BYTES of
  * them), which malloc hands out first, most recent first. A pair of malloc and free then
  * touches no block: no list push or pop, no count, no move of a block that was full to the
  * front of its list and back off it (three quarters of churn's frees did that). What does not
@@ -237,47 +237,48 @@ typedef struct vam_quarantine {
  * Other heaps' objects that this thread frees go into it too, before the foreign-object cache:
  * the thread reuses them, hot in its cache, whoever allocated them (a server's successor
  * thread frees mostly what its predecessor allocated).
- * Invariants: tbin[c].slot <= top <= limit <= slot + VAM_TCACHE_SLOTS; slot[0 .. top-1] are
- * distinct slots of blocks of class c (of this heap, or of another heap's, which go back the
- * foreign way), handed out before (below the bump pointer), counted in use there (the block's
- * used), each holding the free marker; the statistics count them freed. Only the heap's own
- * thread caches (never a free collected into an exited thread's heap). A free that finds the
- * stack full goes to its block (glibc's tcache does the same: sending half the stack back
- * instead cost bench/batches 30% and churn more instructions); thread exit and purge send
- * them all back (vam_tcache_flush). The immediate discard policy and LOCUS_TCACHE=0 have none
- * (limit == slot). */
+ * The list runs through the objects' first words, safe-linked as the blocks' lists are, not
+ * through an array of pointers in the heap: a free's stores then go to addresses it has in
+ * hand (the object, the bin), where a push onto an array stored to the address its top held,
+ * and a malloc that followed such a free of another class waited on it (a loop replacing 16-
+ * and 32-byte objects at random: 25% slower than with one class; tcmalloc's lists, none).
+ * Invariants: head is NULL or the first of cap - room objects, each linked to the next by its
+ * word 0 (the last to NULL); they are distinct slots of blocks of class c (of this heap, or of
+ * another heap's, which go back the foreign way), handed out before (below the bump pointer),
+ * counted in use there (the block's used), each holding the free marker in word 1; the
+ * statistics count them freed. Only the heap's own thread caches (never a free collected into
+ * an exited thread's heap). A free that finds the bin full goes to its block (glibc's tcache
+ * does the same: sending half the bin back instead cost bench/batches 30% and churn more
+ * instructions); thread exit and purge send them all back (vam_tcache_flush). The immediate
+ * discard policy and LOCUS_TCACHE=0 have none (cap 0). */
 #define VAM_TCACHE VAM_PLAIN
 static const bool cfg_tcache = VAM_TCACHE;
 #define VAM_TCACHE_SLOTS 28
 #define VAM_TCACHE_SIZED VAM_MEDIUM_STEPPED   /* malloc's hit path: sizes up to this (below) */
 #define VAM_TCACHE_BYTES 16384
-/* One class's bin: 32 bytes, two a cache line, apart from its stack (vam_tstack_t). The stack
- * is 256 bytes aligned to 256, so that its bottom is top with the low bits cleared: malloc's
- * emptiness test is one test of top's low bits, with no count or base to load. 28 objects and
- * 4 KiB a class against 12 and 8 KiB: 1.5 instructions a pair fewer on churn (fewer misses of
- * both stacks' ends), peak RSS +2-3% on batches and prodcons (docs/results.md). 16 KiB a
- * class rather than 4 (the classes of 160 B and more hold more than 4 KiB of 28 objects):
- * frees of mixed sizes overflow less, so malloc reuses the lines freed last (localarrays'
- * shape, 16 B-1 KiB: D1 read misses -3%, 4% faster, level with tcmalloc); what a thread can
- * hold is 674 KiB in all classes (316 KiB with 4 KiB; tcmalloc's thread caches: up to 4 MiB). */
+/* One class's bin: 32 bytes, two a cache line. 28 objects and 4 KiB a class against 12 and 8
+ * KiB: 1.5 instructions a pair fewer on churn (fewer overflows), peak RSS +2-3% on batches and
+ * prodcons (docs/results.md). 16 KiB a class rather than 4 (the classes of 160 B and more hold
+ * more than 4 KiB of 28 objects): frees of mixed sizes overflow less, so malloc reuses the
+ * lines freed last (localarrays' shape, 16 B-1 KiB: D1 read misses -3%, 4% faster, level with
+ * tcmalloc); what a thread can hold is 674 KiB in all classes (316 KiB with 4 KiB; tcmalloc's
+ * thread caches: up to 4 MiB). */
 typedef struct __attribute__((aligned(32))) vam_tbin {
-  void **top;          /* &stack[count]: the next entry a free fills (heap_empty: NULL, empty) */
-  void **limit;        /* &stack[cap] */
+  void *head;          /* the newest cached object, NULL if none (heap_empty: none) */
   /* vam_class_recip of the bin's class, in every build: free's fast path finds it here, in the
-   * line it then reads top from, from the page's class, with no table to address (heap_empty:
-   * 0). */
-  uint32_t recip, unused;
+   * line it then reads the bin from, from the page's class, with no table to address
+   * (heap_empty: 0). */
+  uint32_t recip;
+  int32_t room;        /* the objects it may still take: cap - those it holds */
   /* Statistics, in the bin's line (no class index to scale, unlike the heap's counters): the
    * objects handed out of it. The objects put into it are not counted (a free's hit path then
    * makes no counter update): they are allocs + the count held + those sent back to their
    * blocks, which the heap's frees[] count when they go. */
   uint64_t allocs;
+  int32_t cap;         /* the most it holds (vam_tcache_cap) */
+  uint32_t unused;
 } vam_tbin_t;
 _Static_assert(sizeof(vam_tbin_t) == 32, "a thread-cache bin is 32 bytes");
-typedef struct __attribute__((aligned(256))) vam_tstack {
-  void *slot[256 / sizeof(void *)];
-} vam_tstack_t;
-_Static_assert(VAM_TCACHE_SLOTS < 256 / sizeof(void *), "a full stack's top is inside it");
 
 /* The thread cache's large side: the large chunks this heap's thread freed last, per class of
  * usable size (four classes per doubling from 1 KiB to 32 KiB: vam_lclass_floor), LIFO. A
@@ -299,6 +300,9 @@ typedef struct vam_lbin {
 } vam_lbin_t;
 
 typedef struct design_heap {
+  /* The thread cache (above); + VAM_AREA_CLS's. First in the heap: a bin's address is the heap's
+   * plus 32 times the class, with no offset to add. */
+  vam_tbin_t tbin[VAM_MAX_CLASSES + 1];
   desc_t *avail[VAM_MAX_CLASSES];
   /* The thread-cache bin of each size up to VAM_TCACHE_SIZED, by sizeclass_lookup_index:
    * malloc's hit path goes from the size to its bin in one load, as it goes to avail[] from
@@ -332,11 +336,6 @@ typedef struct design_heap {
   uint64_t foreign_flushed;      /* cached foreign objects sent home (counted as a malloc and a
                                     free more than the program made; statistics subtract it) */
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
-  vam_tbin_t tbin[VAM_MAX_CLASSES + 1];   /* the thread cache (above); + VAM_AREA_CLS's */
-  /* The thread cache's stacks, tbin[c]'s in tstack[c], from a page boundary: the stacks of
-   * the 16 smallest classes, which every program uses, share one page (the paging simulation
-   * of bench/linked: 718,054 LRU misses at 8 MiB without, 717,887 with). */
-  vam_tstack_t tstack[VAM_MAX_CLASSES] __attribute__((aligned(4096)));
   vam_lbin_t lbin[VAM_LCLASSES];      /* its large side (above) */
   uint32_t lcache_bytes;
   /* The protections' state, each only when its bit is on (mitigations.h), reached only

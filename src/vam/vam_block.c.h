@@ -11,6 +11,7 @@ static uint32_t vam_class_recip[UINT8_MAX + 1];
 static uint64_t chunk_cookie;
 static uint64_t vam_secret;   /* secure build: canaries, heap keys */
 static uint64_t vam_qsecret;  /* secure build: quarantine marks (a canary read out tells nothing of it) */
+static uintptr_t vam_tcache_key;   /* the thread cache's links (vam_tcache_link) */
 
 /* The protections' per-heap state (vam.h): a pointer to it, NULL when its bit is off (never
  * used then: every use is under mitigation(NAME)). */
@@ -61,6 +62,7 @@ static void design_global_init(void) {
   chunk_cookie = free_marker_cookie * 0x9E3779B97F4A7C15ull + 1;
   vam_secret = vam_mix(chunk_cookie ^ segment_cookie);
   vam_qsecret = vam_mix(vam_secret + 1);
+  vam_tcache_key = vam_mix(vam_secret + 2);
 }
 
 static void vam_tcache_init(heap_t *h);

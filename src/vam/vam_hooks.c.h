@@ -188,15 +188,16 @@ static size_t design_check(heap_t *h) {
     }
     CHECK(spare_listed && (!spare || (spare->kind == KIND_VAM_BLOCK && spare->cls == c)));
     vam_tbin_t *t = &h->d.tbin[c];   /* the thread cache */
-    void **slot = h->d.tstack[c].slot;
-    CHECK(t->top >= slot && t->top <= t->limit && t->limit <= slot + VAM_TCACHE_SLOTS);
-    for (unsigned i = 0; i < vam_tcache_count(t) && i < VAM_TCACHE_SLOTS; i++) {
-      char *p = slot[i];
+    CHECK(t->room <= t->cap && t->cap <= VAM_TCACHE_SLOTS);
+    char *p = t->head;
+    for (unsigned i = 0; i < vam_tcache_count(t); i++, p = vam_tcache_next(p)) {
+      CHECK(p != NULL);
       segment_t *s = segment_of(p);
       desc_t *b = desc_head(s, p);
       CHECK(b->kind == KIND_VAM_BLOCK && b->cls == c && ((uintptr_t *)p)[1] == free_marker(p));   /* (any heap's) */
       if (s->heap == h) CHECK(p < b->u.blk.bump && b->used > 0 && vam_slot_of(b, (size_t)(p - desc_start(b))) >= 0);
     }
+    CHECK(p == NULL);   /* the list ends where its count does */
   }
   size_t cached = 0, cached_bytes = 0, cached_seen = 0;   /* the thread cache's large side */
   for (unsigned k = 0; k < VAM_LCLASSES; k++) {

@@ -49,24 +49,28 @@ static void vam_tcache_init(heap_t *h) {
   for (unsigned c = 0; c <= VAM_AREA_CLS; c++) h->d.tbin[c].recip = vam_class_recip[c];
   for (unsigned c = 0; c < vam_nclasses; c++) {
     vam_tbin_t *t = &h->d.tbin[c];
-    t->top = h->d.tstack[c].slot;
-    t->limit = t->top + vam_tcache_cap(c);
+    t->head = NULL;
+    t->room = t->cap = vam_tcache_cap(c);
   }
 }
 
-/* The bottom of bin t's stack, from its top (the stack is aligned to its size), and the
- * objects the stack holds below top (heap_empty's NULL: none). */
-static inline void **vam_tcache_stack(void **top) { return (void **)((uintptr_t)top & ~(uintptr_t)(sizeof(vam_tstack_t) - 1)); }
-static inline unsigned vam_tcache_held(void **top) { return (unsigned)(top - vam_tcache_stack(top)); }
-
-static inline unsigned vam_tcache_count(const vam_tbin_t *t) { return vam_tcache_held(t->top); }
+/* The objects bin t holds. */
+static inline unsigned vam_tcache_count(const vam_tbin_t *t) { return (unsigned)(t->cap - t->room); }
 
 /* The objects put into bin t and not sent back to their blocks since (statistics, possibly
  * read by another thread: then a close estimate). */
 static uint64_t vam_tcache_frees(const vam_tbin_t *t) {
-  void **top = __atomic_load_n(&t->top, __ATOMIC_RELAXED);
-  return __atomic_load_n(&t->allocs, __ATOMIC_RELAXED) + vam_tcache_held(top);
+  int32_t room = __atomic_load_n(&t->room, __ATOMIC_RELAXED);
+  return __atomic_load_n(&t->allocs, __ATOMIC_RELAXED) + (uint32_t)(t->cap - room);
 }
+
+/* The link in a cached object's first word: the next object under the thread cache's secret
+ * key (vam_tcache_key), so that a write after free cannot point it anywhere useful without
+ * that key. (Not the blocks' safe-linking, which mixes in the address too: two instructions
+ * more on malloc's hit path.) */
+static ALWAYS_INLINE uintptr_t vam_tcache_link(const void *next) { return (uintptr_t)next ^ vam_tcache_key; }
+/* The object after cached object p in its bin (NULL after the last). */
+static ALWAYS_INLINE void *vam_tcache_next(const void *p) { return (void *)(*(const uintptr_t *)p ^ vam_tcache_key); }
 
 /* Cached object p of class cls handed out of bin t: its marker cleared, counted. */
 static ALWAYS_INLINE void *vam_tcache_hand_out(vam_tbin_t *t, uintptr_t *p, unsigned cls, bool zero) {
@@ -78,10 +82,11 @@ static ALWAYS_INLINE void *vam_tcache_hand_out(vam_tbin_t *t, uintptr_t *p, unsi
 
 /* The most recently cached object of bin t, of class cls (read only to zero it), or NULL. */
 static ALWAYS_INLINE void *vam_tcache_pop(vam_tbin_t *t, unsigned cls, bool zero) {
-  void **top = t->top;
-  if (!((uintptr_t)top & (sizeof(vam_tstack_t) - 1))) return NULL;   /* at the stack's start: empty */
-  t->top = --top;
-  return vam_tcache_hand_out(t, *top, cls, zero);
+  uintptr_t *p = t->head;
+  if (!p) return NULL;
+  t->head = vam_tcache_next(p);
+  t->room++;
+  return vam_tcache_hand_out(t, p, cls, zero);
 }
 
 /* The same for the class of size (at most VAM_TCACHE_SIZED: its bin in one load). */
@@ -89,37 +94,45 @@ static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, size_t size, bool zero) {
   return vam_tcache_pop(h->d.tbin_of_size[sizeclass_lookup_index(size)], zero ? sizeclass_of(&vam_classes, size) : 0, zero);
 }
 
-/* Pushes p, already marked free, onto bin t at top, its top read before the marker's store
- * (which could alias it, for the compiler: the hit path would load it twice). */
-static ALWAYS_INLINE void vam_tcache_push(vam_tbin_t *t, void **top, void *p) {
-  *top = p;
-  t->top = top + 1;
-}
-
 /* Caches slot p (checked: handed out, not free) in its class's bin t, marked free; false if
- * the stack is full. */
+ * the bin is full. (The head is read before the marker's store, which could alias it, for the
+ * compiler: the hit path would load it twice.) */
 static ALWAYS_INLINE bool vam_tcache_put(vam_tbin_t *t, void *p, uintptr_t marker) {
-  void **top = t->top;
-  if (unlikely(top >= t->limit)) return false;
-  ((uintptr_t *)p)[1] = marker;
-  vam_tcache_push(t, top, p);
+  /* One subtraction in memory and a branch on its sign (a comparison first and the
+   * subtraction after it: 4% slower on a loop replacing 16- and 32-byte objects). heap_empty's
+   * bins have room 0 and no recip, so that only a free by a thread without a heap whose
+   * pointer passes the slot test with recip 0 (rarely) gets here with one of them: it writes
+   * -1 and 0 there, racing only with others doing the same, and no count of them is ever
+   * positive, so none of them is pushed onto. */
+  if (unlikely(--t->room < 0)) {
+    t->room = 0;
+    return false;
+  }
+  void *head = t->head;
+  uintptr_t *w = p;
+  w[1] = marker;
+  w[0] = vam_tcache_link(head);
+  t->head = p;
   return true;
 }
 
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, void *p, const char *call);
 
-/* Every cached object of class cls back to its block (freed, as counted already); another
- * heap's object is freed again the foreign way (which marks and counts it). The stack is
- * emptied first: a block that empties runs the debug checks. */
+/* Every cached object of class cls back to its block (freed, as counted already), the oldest
+ * first (so the newest heads its block's list, as if freed there); another heap's object is
+ * freed again the foreign way (which marks and counts it). The bin is emptied first: a block
+ * that empties runs the debug checks. */
 static void vam_tcache_return(heap_t *h, unsigned cls) {
   vam_tbin_t *t = &h->d.tbin[cls];
   unsigned n = vam_tcache_count(t);
   if (!n) return;
   void *out[VAM_TCACHE_SLOTS];
-  t->top = vam_tcache_stack(t->top);
-  memcpy(out, t->top, n * sizeof(void *));
-  for (unsigned i = 0; i < n; i++) {
+  void *p = t->head;
+  for (unsigned i = 0; i < n; i++, p = vam_tcache_next(p)) out[i] = p;
+  t->head = NULL;
+  t->room = t->cap;
+  for (unsigned i = n; i-- > 0;) {
     segment_t *s = segment_of(out[i]);
     desc_t *page = desc_of_page(s, out[i]), *b = page - page->back;
     if (likely(s->heap == h)) {
@@ -138,18 +151,19 @@ static void vam_tcache_flush(heap_t *h) {
 }
 
 /* Allocation near a hint (vam_hints.c.h): a cached object of class cls on the hint's page if
- * there is one (taken out of the stack's order); else NULL, and the class's cached objects go
+ * there is one (taken out of the list's order); else NULL, and the class's cached objects go
  * back to their blocks, so that the hint's block and its neighbours see their freed slots. */
 static void *vam_tcache_take_near(heap_t *h, unsigned cls, const void *hint, bool zero) {
   vam_tbin_t *t = &h->d.tbin[cls];
   unsigned n = vam_tcache_count(t);
-  void **slot = vam_tcache_stack(t->top);
-  for (unsigned i = n; i-- > 0;) {
-    void *p = slot[i];
+  uintptr_t *prev = NULL;
+  for (uintptr_t *p = t->head; n--; prev = p, p = vam_tcache_next(p)) {
     if (((uintptr_t)p ^ (uintptr_t)hint) >> os_page_shift) continue;
-    slot[i] = *--t->top;
+    void *next = vam_tcache_next(p);
+    if (prev) prev[0] = vam_tcache_link(next); else t->head = next;
+    t->room++;
     return vam_tcache_hand_out(t, p, cls, zero);
   }
-  if (n) vam_tcache_return(h, cls);
+  vam_tcache_return(h, cls);
   return NULL;
 }
