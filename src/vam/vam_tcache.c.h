@@ -84,7 +84,13 @@ static ALWAYS_INLINE void *vam_tcache_hand_out(vam_tbin_t *t, uintptr_t *p, unsi
 static ALWAYS_INLINE void *vam_tcache_pop(vam_tbin_t *t, unsigned cls, bool zero) {
   uintptr_t *p = t->head;
   if (!p) return NULL;
-  t->head = vam_tcache_next(p);
+  void *next = vam_tcache_next(p);
+  /* The next malloc of the class reads next's link: a list makes a burst of mallocs a chain of
+   * loads, each waiting on the line of the object before when those lines went cold (a stack
+   * of pointers did not). Fetching it now, for writing (the program writes a new object), takes
+   * the wait off: bench/batches 923 -> 890 ms (the stacks: 880). */
+  __builtin_prefetch(next, 1);
+  t->head = next;
   t->room++;
   return vam_tcache_hand_out(t, p, cls, zero);
 }
