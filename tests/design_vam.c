@@ -1,7 +1,8 @@
 /* design_vam.c — tests that fail if a named mechanism of the Vam design breaks.
  * Run with LD_PRELOAD of a vam library (liblocus.so or a vam variant). Sections:
  *   reap_order      bump allocation inside a block, then the block's own free list (LIFO);
- *                   the flagship's thread cache (its last freed objects) before both
+ *                   the flagship's thread cache (its last freed objects, linked under a
+ *                   secret key) before both
  *   front_move      a free into a full block moves it to the front of the available list
  *   coalescing      freed neighbouring large objects merge; best fit finds the merged chunk
  *   large_cache     the flagship's thread cache keeps freed large objects whole: the next
@@ -82,6 +83,13 @@ static void t_reap_order(void) {
    * cache: not after the cache's own, which come first, most recent first). */
   free(a[3]);
   free(a[5]);
+  /* The thread cache links its objects through their first words under a secret key: a[5]'s
+   * word is neither a plain pointer to a[3] nor a[3]'s NULL (a write after free cannot aim
+   * malloc at an address it names in plain). */
+  char *p5 = a[5], *p3 = a[3];
+  __asm__ volatile("" : "+r"(p5), "+r"(p3) : : "memory");   /* (freed: the compiler may not read them) */
+  uintptr_t link5 = *(volatile uintptr_t *)(void *)p5, link3 = *(volatile uintptr_t *)(void *)p3;
+  (void)link5, (void)link3;   /* (other variants do not look at them) */
   char *next = malloc(REAP_SIZE);
   if (bitmap_variant) {   /* vam-bitmap: the first free slot by bitmap search instead */
     CHECKF(next == a[3], "bitmap search should return the first free slot");
@@ -89,6 +97,8 @@ static void t_reap_order(void) {
   }
   if (thread_cache) {
     CHECKF(next == a[5], "the thread cache should hand out the last freed object first: got %p", (void *)next);
+    CHECKF(link5 != (uintptr_t)a[3] && link3 != 0 && link5 != link3,
+           "the thread cache's links are not keyed: %#lx, %#lx", (unsigned long)link5, (unsigned long)link3);
     CHECK(malloc(REAP_SIZE) == a[3]);
     next = malloc(REAP_SIZE);
     CHECKF(next == a[N - 1] + slot, "after the cached objects, allocation should bump: got %p", (void *)next);
