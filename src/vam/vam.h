@@ -290,12 +290,14 @@ _Static_assert(sizeof(vam_tbin_t) == 32, "a thread-cache bin is 32 bytes");
  * of usable size at least class c's bound, and not aliases; lcache_bytes is their chunk
  * bytes, at most vam_lcache_cap (0: no cache, as for the small side). Only the heap's own thread
  * caches; thread exit, purge and a full heap check's start find them all sent back by
- * vam_lcache_flush. */
+ * vam_lcache_flush. A class's chunks are a list, as the small side's objects are (and for the
+ * same reason: vam.h's thread cache), linked through their payloads' first words under the
+ * thread cache's key: head is the last freed, count how many. */
 #define VAM_LCLASSES     21          /* 1 KiB .. 32 KiB, four per doubling */
 #define VAM_LCACHE_SLOTS 8
 #define VAM_LCACHE_BYTES (256u << 10)
 typedef struct vam_lbin {
-  chunk_t *slot[VAM_LCACHE_SLOTS];
+  chunk_t *head;
   uint32_t count;
 } vam_lbin_t;
 

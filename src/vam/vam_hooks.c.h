@@ -203,14 +203,16 @@ static size_t design_check(heap_t *h) {
   for (unsigned k = 0; k < VAM_LCLASSES; k++) {
     const vam_lbin_t *lb = &h->d.lbin[k];
     CHECK(lb->count <= VAM_LCACHE_SLOTS);
-    for (unsigned i = 0; i < lb->count && i < VAM_LCACHE_SLOTS; i++) {
-      const chunk_t *ch = lb->slot[i];
+    const chunk_t *ch = lb->head;
+    for (unsigned i = 0; i < lb->count; i++, ch = vam_lcache_next(ch)) {
+      CHECK(ch != NULL);
       CHECK(chunk_valid(ch) && (ch->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == (CHUNK_INUSE | CHUNK_CACHED));
       CHECK(segment_of(ch)->heap == h && desc_head(segment_of(ch), ch)->kind == KIND_VAM_LARGE);
       CHECK(vam_lclass_floor(chunk_size(ch) - CHUNK_HEADER) == k);
       cached++;
       cached_bytes += chunk_size(ch);
     }
+    CHECK(ch == NULL);
   }
   CHECK(cached_bytes == h->d.lcache_bytes && cached_bytes <= vam_lcache_cap);
   for (unsigned c = 0; c < vam_classes.count; c++) {

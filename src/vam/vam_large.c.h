@@ -125,9 +125,22 @@ static inline bool vam_lcache_put(heap_t *h, chunk_t *c) {
   vam_lbin_t *b = &h->d.lbin[vam_lclass_floor(bytes - CHUNK_HEADER)];
   if (b->count == VAM_LCACHE_SLOTS || h->d.lcache_bytes + bytes > vam_lcache_cap) return false;
   c->size |= CHUNK_CACHED;
-  b->slot[b->count++] = c;
+  *(uintptr_t *)((char *)c + CHUNK_HEADER) = vam_tcache_link(b->head);
+  b->head = c;
+  b->count++;
   h->d.lcache_bytes += bytes;
   return true;
+}
+
+/* The chunk after cached chunk c in its class (NULL after the last). */
+static inline chunk_t *vam_lcache_next(const chunk_t *c) { return vam_tcache_next((const char *)c + CHUNK_HEADER); }
+
+/* The last chunk cached in b, taken off. */
+static inline chunk_t *vam_lcache_pop(vam_lbin_t *b) {
+  chunk_t *c = b->head;
+  b->head = vam_lcache_next(c);
+  b->count--;
+  return c;
 }
 
 static void chunk_release(heap_t *h, desc_t *r, chunk_t *c, const char *call);
@@ -138,7 +151,7 @@ static void vam_lcache_flush(heap_t *h) {
   for (unsigned k = 0; k < VAM_LCLASSES; k++) {
     vam_lbin_t *b = &h->d.lbin[k];
     while (b->count) {
-      chunk_t *c = b->slot[--b->count];
+      chunk_t *c = vam_lcache_pop(b);
       h->d.lcache_bytes -= chunk_size(c);
       chunk_release(h, desc_head(segment_of(c), c), c, "free()");
     }
@@ -181,7 +194,7 @@ static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero);
  * taken): random sizes (randsmall) then found a fitting chunk in 23% of their large
  * allocations and cached 23% of their large frees. */
 static NOINLINE void *vam_alloc_large_evict(heap_t *h, vam_lbin_t *b, size_t size, bool zero) {
-  chunk_t *c = b->slot[--b->count];
+  chunk_t *c = vam_lcache_pop(b);
   h->d.lcache_bytes -= chunk_size(c);
   chunk_release(h, desc_head(segment_of(c), c), c, "malloc()");
   return vam_alloc_large_slow(h, size, zero);
@@ -195,11 +208,11 @@ static NOINLINE void *vam_alloc_large_evict(heap_t *h, vam_lbin_t *b, size_t siz
 static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
   if (!cfg_tcache) return vam_alloc_large_slow(h, size, zero);
   vam_lbin_t *b = &h->d.lbin[vam_lclass_floor(size)];
-  if (!b->count) return vam_alloc_large_slow(h, size, zero);
-  chunk_t *c = b->slot[b->count - 1];
+  chunk_t *c = b->head;
+  if (!c) return vam_alloc_large_slow(h, size, zero);
   uint32_t have = chunk_size(c);
   if (have - CHUNK_HEADER < size) return vam_alloc_large_evict(h, b, size, zero);
-  b->count--;
+  vam_lcache_pop(b);
   chunk_trust(c, "malloc()");   /* written to after its free: reported here, as from the bins */
   c->size &= ~CHUNK_CACHED;
   h->d.lcache_bytes -= have;
