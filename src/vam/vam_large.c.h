@@ -120,12 +120,15 @@ static void vam_quarantine_check_headers(heap_t *h) {
 
 /* Caches chunk c (checked: in use, not cached), just freed by its heap's own thread; false if
  * its class or the cache's bytes are full. */
+/* Where cached chunk c holds its link to the next of its class: its payload's first word. */
+static inline uintptr_t *vam_lcache_link_at(const chunk_t *c) { return (uintptr_t *)((char *)c + CHUNK_HEADER); }
+
 static inline bool vam_lcache_put(heap_t *h, chunk_t *c) {
   uint32_t bytes = chunk_size(c);
   vam_lbin_t *b = &h->d.lbin[vam_lclass_floor(bytes - CHUNK_HEADER)];
   if (b->count == VAM_LCACHE_SLOTS || h->d.lcache_bytes + bytes > vam_lcache_cap) return false;
   c->size |= CHUNK_CACHED;
-  *(uintptr_t *)((char *)c + CHUNK_HEADER) = vam_tcache_link(b->head);
+  *vam_lcache_link_at(c) = vam_tcache_link(b->head);
   b->head = c;
   b->count++;
   h->d.lcache_bytes += bytes;
@@ -133,7 +136,7 @@ static inline bool vam_lcache_put(heap_t *h, chunk_t *c) {
 }
 
 /* The chunk after cached chunk c in its class (NULL after the last). */
-static inline chunk_t *vam_lcache_next(const chunk_t *c) { return vam_tcache_next((const char *)c + CHUNK_HEADER); }
+static inline chunk_t *vam_lcache_next(const chunk_t *c) { return vam_tcache_next(vam_lcache_link_at(c)); }
 
 /* The last chunk cached in b, taken off. */
 static inline chunk_t *vam_lcache_pop(vam_lbin_t *b) {

@@ -101,8 +101,7 @@ static ALWAYS_INLINE void *vam_tcache_take(heap_t *h, size_t size, bool zero) {
 }
 
 /* Caches slot p (checked: handed out, not free) in its class's bin t, marked free; false if
- * the bin is full. (The head is read before the marker's store, which could alias it, for the
- * compiler: the hit path would load it twice.) */
+ * the bin is full. */
 static ALWAYS_INLINE bool vam_tcache_put(vam_tbin_t *t, void *p, uintptr_t marker) {
   /* One subtraction in memory and a branch on its sign (a comparison first and the
    * subtraction after it: 4% slower on a loop replacing 16- and 32-byte objects). heap_empty's
