@@ -189,7 +189,7 @@ static NOINLINE void vam_block_empty(heap_t *h, desc_t *b) {
 
 static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t off, const char *call) {
   if (d->kind == KIND_VAM_BLOCK) vam_free_block(h, d, p, off, call);
-  else if (d->kind == KIND_VAM_LARGE) vam_free_large(h, desc_start(d), p, call);
+  else if (d->kind == KIND_VAM_LARGE) vam_free_large(h, p, call);
   else core_free(h, d, p, call);
 }
 
@@ -244,7 +244,7 @@ static NOINLINE void vam_free_tiny(heap_t *h, desc_t *b, void *p, const char *ca
 static NOINLINE void vam_free_other(void *p, heap_t *h, segment_t *s, const char *call) {
   const page_tag_t *g = tag_of_page(s, p);   /* (the line the fast test read) */
   if (vam_tag_cls(g) == VAM_AREA_CLS) {      /* a large area's page: no descriptor is read */
-    vam_free_large(h, vam_area_start(p, g->key), p, call);
+    vam_free_large(h, p, call);
     return;
   }
   desc_t *d = desc_of_page(s, p), *b = d - d->back;
@@ -315,8 +315,9 @@ static ALWAYS_INLINE void design_free_any(void *p, segment_t *s, const char *cal
     return;
   }
   h = s->heap;
-  if (likely(h == me)) vam_free_other(p, h, s, call);
-  else free_foreign_heap(p, h, s, call);
+  if (unlikely(h != me)) free_foreign_heap(p, h, s, call);
+  else if (vam_tag_cls(&s->tag[i]) == VAM_AREA_CLS) vam_free_large_own(h, p, call);
+  else vam_free_other(p, h, s, call);
 }
 #endif
 

@@ -202,19 +202,16 @@ static size_t design_check(heap_t *h) {
   size_t cached = 0, cached_bytes = 0, cached_seen = 0;   /* the thread cache's large side */
   for (unsigned k = 0; k < VAM_LCLASSES; k++) {
     const vam_lbin_t *lb = &h->d.lbin[k];
-    CHECK(lb->count <= VAM_LCACHE_SLOTS);
-    const chunk_t *ch = lb->head;
-    for (unsigned i = 0; i < lb->count; i++, ch = vam_lcache_next(ch)) {
-      CHECK(ch != NULL);
+    for (const chunk_t *ch = lb->head; ch; ch = vam_lcache_next(ch)) {
+      CHECK(cached_bytes < vam_lcache_cap);   /* (no cycle) */
       CHECK(chunk_valid(ch) && (ch->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == (CHUNK_INUSE | CHUNK_CACHED));
       CHECK(segment_of(ch)->heap == h && desc_head(segment_of(ch), ch)->kind == KIND_VAM_LARGE);
       CHECK(vam_lclass_floor(chunk_size(ch) - CHUNK_HEADER) == k);
       cached++;
       cached_bytes += chunk_size(ch);
     }
-    CHECK(ch == NULL);
   }
-  CHECK(cached_bytes == h->d.lcache_bytes && cached_bytes <= vam_lcache_cap);
+  CHECK(h->d.lcache_room >= 0 && cached_bytes + (uint32_t)h->d.lcache_room == vam_lcache_cap);
   for (unsigned c = 0; c < vam_classes.count; c++) {
     desc_t *b = h->d.hint_block[c];
     if (!b) continue;

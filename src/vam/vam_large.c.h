@@ -118,31 +118,33 @@ static void vam_quarantine_check_headers(heap_t *h) {
 
 /* ---- the thread cache's large side (vam.h: vam_lbin_t) ------------------------------------ */
 
-/* Caches chunk c (checked: in use, not cached), just freed by its heap's own thread; false if
- * its class or the cache's bytes are full. */
 /* Where cached chunk c holds its link to the next of its class: its payload's first word. */
 static inline uintptr_t *vam_lcache_link_at(const chunk_t *c) { return (uintptr_t *)((char *)c + CHUNK_HEADER); }
 
+/* Caches chunk c (checked: in use, not cached), just freed by its heap's own thread; false if
+ * the cache's bytes would go over its cap (the room taken first and given back then: one
+ * subtraction and a branch on its sign, as the small side's). */
 static inline bool vam_lcache_put(heap_t *h, chunk_t *c) {
   uint32_t bytes = chunk_size(c);
+  if (unlikely((h->d.lcache_room -= (int32_t)bytes) < 0)) {
+    h->d.lcache_room += (int32_t)bytes;
+    return false;
+  }
   vam_lbin_t *b = &h->d.lbin[vam_lclass_floor(bytes - CHUNK_HEADER)];
-  if (b->count == VAM_LCACHE_SLOTS || h->d.lcache_bytes + bytes > vam_lcache_cap) return false;
   c->size |= CHUNK_CACHED;
   *vam_lcache_link_at(c) = vam_tcache_link(b->head);
   b->head = c;
-  b->count++;
-  h->d.lcache_bytes += bytes;
   return true;
 }
 
 /* The chunk after cached chunk c in its class (NULL after the last). */
 static inline chunk_t *vam_lcache_next(const chunk_t *c) { return vam_tcache_next(vam_lcache_link_at(c)); }
 
-/* The last chunk cached in b, taken off. */
-static inline chunk_t *vam_lcache_pop(vam_lbin_t *b) {
+/* The last chunk cached in b (not empty), taken off; its bytes are h's room again. */
+static inline chunk_t *vam_lcache_pop(heap_t *h, vam_lbin_t *b) {
   chunk_t *c = b->head;
   b->head = vam_lcache_next(c);
-  b->count--;
+  h->d.lcache_room += (int32_t)chunk_size(c);
   return c;
 }
 
@@ -153,9 +155,8 @@ static void vam_lcache_flush(heap_t *h) {
   if (!cfg_tcache) return;
   for (unsigned k = 0; k < VAM_LCLASSES; k++) {
     vam_lbin_t *b = &h->d.lbin[k];
-    while (b->count) {
-      chunk_t *c = vam_lcache_pop(b);
-      h->d.lcache_bytes -= chunk_size(c);
+    while (b->head) {
+      chunk_t *c = vam_lcache_pop(h, b);
       chunk_release(h, desc_head(segment_of(c), c), c, "free()");
     }
   }
@@ -197,8 +198,7 @@ static NOINLINE void *vam_alloc_large_slow(heap_t *h, size_t size, bool zero);
  * taken): random sizes (randsmall) then found a fitting chunk in 23% of their large
  * allocations and cached 23% of their large frees. */
 static NOINLINE void *vam_alloc_large_evict(heap_t *h, vam_lbin_t *b, size_t size, bool zero) {
-  chunk_t *c = vam_lcache_pop(b);
-  h->d.lcache_bytes -= chunk_size(c);
+  chunk_t *c = vam_lcache_pop(h, b);
   chunk_release(h, desc_head(segment_of(c), c), c, "malloc()");
   return vam_alloc_large_slow(h, size, zero);
 }
@@ -215,11 +215,13 @@ static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
   if (!c) return vam_alloc_large_slow(h, size, zero);
   uint32_t have = chunk_size(c);
   if (have - CHUNK_HEADER < size) return vam_alloc_large_evict(h, b, size, zero);
-  vam_lcache_pop(b);
+  b->head = vam_lcache_next(c);
+  h->d.lcache_room += (int32_t)have;
   chunk_trust(c, "malloc()");   /* written to after its free: reported here, as from the bins */
   c->size &= ~CHUNK_CACHED;
-  h->d.lcache_bytes -= have;
-  if (zero || have - chunk_want(size) >= LARGE_MIN_SPLIT) return chunk_hand_out_cold(h, c, size, zero);
+  /* (want unclamped: an aligned allocation's request below LARGE_MIN_CHUNK only goes out of
+   * line, where chunk_want clamps it) */
+  if (zero || have - (uint32_t)align_up(size + CHUNK_HEADER, 16) >= LARGE_MIN_SPLIT) return chunk_hand_out_cold(h, c, size, zero);
   return chunk_handed(h, c);
 }
 
@@ -290,16 +292,25 @@ static void chunk_discard(chunk_t *c) {
 
 static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const char *call);
 
-/* A large object's free, in the area that starts at `start` (from p's page tag, vam_free_other:
- * no descriptor is read): into the thread cache if its header passes chunk_of's checks for a
- * chunk in use that is no alias (its check word covers its prev_size: chunk_seal), the next
- * chunk's header is intact (an overflow of this object into it is reported here) and the cache
- * has room (a short path: no register saves); else checked again and freed for real. The
- * header before is not read (it missed the cache in most of randsmall's large frees). */
-static NOINLINE void vam_free_large(heap_t *h, char *start, void *p, const char *call) {
-  ASSERT(desc_of_page(segment_of(start), start)->kind == KIND_VAM_LARGE);
+/* The descriptor of the large area on whose page p is (its tag's key: VAM_AREA_CLS). */
+static desc_t *vam_area_of(const void *p) {
+  segment_t *s = segment_of(p);
+  return desc_of_page(s, vam_area_start(p, tag_of_page(s, p)->key));
+}
+
+/* A large object's free, p on a large area's page (from its tag: no descriptor is read), by h's
+ * own thread if `own` (else tested): into the thread cache if its header passes chunk_of's
+ * checks for a chunk in use that is no alias (its check word covers its prev_size:
+ * chunk_seal), the next chunk's header is intact (an overflow of this object into it is
+ * reported here) and the cache has room (a short path: no register saves); else checked again
+ * and freed for real. The header before is not read (it missed the cache in most of
+ * randsmall's large frees). Where p is in the area needs no test of its own: the header 16
+ * bytes before p is on p's page unless p starts the page (the slow path then), its check word
+ * proves it is a header the area holds at that address, and so the next one is there too. */
+static ALWAYS_INLINE void vam_free_large_as(heap_t *h, void *p, const char *call, bool own) {
+  ASSERT(vam_area_of(p)->kind == KIND_VAM_LARGE);
   chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
-  if (cfg_tcache && h == tl_heap && chunk_inside(start, vam_area_end(start), p) &&
+  if (cfg_tcache && (own || h == tl_heap) && !((uintptr_t)p & 15) && ((uintptr_t)p & (os_page_size - 1)) &&
       chunk_valid(c) && (c->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == CHUNK_INUSE && chunk_valid(chunk_next(c)) &&
       likely(vam_lcache_put(h, c))) {
     heap_count(h, free_calls, 1);
@@ -307,7 +318,14 @@ static NOINLINE void vam_free_large(heap_t *h, char *start, void *p, const char 
     heap_debug_tick(h);
     return;
   }
-  vam_free_large_slow(h, desc_of_page(segment_of(start), start), p, call);
+  vam_free_large_slow(h, vam_area_of(p), p, call);
+}
+static NOINLINE void vam_free_large(heap_t *h, void *p, const char *call) {
+  vam_free_large_as(h, p, call, false);
+}
+/* The same from the free fast path, which knows h is the calling thread's. */
+static NOINLINE UNUSED void vam_free_large_own(heap_t *h, void *p, const char *call) {
+  vam_free_large_as(h, p, call, true);
 }
 
 static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const char *call) {

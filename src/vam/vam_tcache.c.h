@@ -52,6 +52,7 @@ static void vam_tcache_init(heap_t *h) {
     t->head = NULL;
     t->room = t->cap = vam_tcache_cap(c);
   }
+  h->d.lcache_room = (int32_t)vam_lcache_cap;   /* (the large side's) */
 }
 
 /* The objects bin t holds. */
