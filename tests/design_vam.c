@@ -182,6 +182,32 @@ static void t_large_cache(void) {
   CHECK(locus_check == NULL || locus_check() == 0);
 }
 
+/* A program's phases: the large objects of an earlier one fill the cache's bytes (256 KiB),
+ * then another size's are freed. The cache frees the old ones for real to take the new: the
+ * last freed comes first again (without that, the new ones went to the bins, where two freed
+ * neighbours merge and the front of the merged chunk comes first). */
+static void t_large_cache_phases(void) {
+  if (!thread_cache) TEST_SKIP_NOW("no thread cache in this build");
+  enum { OLD = 80 };
+  char *old[OLD];
+  for (int i = 0; i < OLD; i++) CHECK((old[i] = malloc(5000)) != NULL);   /* 400 KB */
+  for (int i = 0; i < OLD; i++) free(old[i]);
+  char *x = malloc(20000), *y = malloc(20000);
+  CHECKF(y - x >= 20000 && y - x < 20100, "not neighbours: %p %p", (void *)x, (void *)y);
+  free(x);
+  free(y);
+  CHECK(locus_check == NULL || locus_check() == 0);
+  char *again = malloc(20000);
+  CHECKF(again == y, "the cache full of an earlier size's objects took no new one: got %p, not %p (the last freed)",
+         (void *)again, (void *)y);
+  char *other = malloc(20000);
+  CHECKF(other == x, "the other cached object: got %p, not %p", (void *)other, (void *)x);
+  free(again);
+  free(other);
+  large_settle();
+  CHECK(locus_check == NULL || locus_check() == 0);
+}
+
 static void t_coalescing(void) {
   /* Three neighbouring large objects in a fresh large area. */
   char *a = malloc(6000), *b = malloc(6000), *c = malloc(6000);
@@ -559,6 +585,7 @@ int main(int argc, char **argv) {
     { "front_move", t_front_move },
     { "coalescing", t_coalescing },
     { "large_cache", t_large_cache },
+    { "large_cache_phases", t_large_cache_phases },
     { "split_runt", t_split_runt },
     { "discard", t_discard },
     { "burst", t_burst },

@@ -295,7 +295,10 @@ _Static_assert(sizeof(vam_tbin_t) == 32, "a thread-cache bin is 32 bytes");
  * through their payloads' first words under the thread cache's key: head is the last freed.
  * The bytes are the only bound: how many a class holds is not (8 a class, as when the classes
  * were arrays: a loop replacing objects of 5,000, 6,000 and 7,000 bytes at random freed 7.6% of
- * them for real, and took as many from the bins, where without it 2%: 3% faster). */
+ * them for real, and took as many from the bins). When they run short, the chunks of each
+ * class in turn (lcache_victim) are freed for real until the new one fits: classes the program
+ * stopped using give their room to the ones it uses (with a bound a class and none taken back,
+ * a few classes of an earlier phase could hold the whole cache for good). */
 #define VAM_LCLASSES     21          /* 1 KiB .. 32 KiB, four per doubling */
 #define VAM_LCACHE_BYTES (256u << 10)
 typedef struct vam_lbin {
@@ -341,6 +344,7 @@ typedef struct design_heap {
   desc_t foreign[VAM_MAX_CLASSES];   /* the foreign-object cache (above) */
   vam_lbin_t lbin[VAM_LCLASSES];      /* its large side (above) */
   int32_t lcache_room;               /* the bytes its large side may still take (above) */
+  uint32_t lcache_victim;            /* the class it frees a chunk of next when they run short */
   /* The protections' state, each only when its bit is on (mitigations.h), reached only
    * through the accessors at the top of vam_block.c.h. */
 #if MITIGATION(KEYED_LINKS)

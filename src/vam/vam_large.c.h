@@ -307,12 +307,37 @@ static desc_t *vam_area_of(const void *p) {
  * randsmall's large frees). Where p is in the area needs no test of its own: the header 16
  * bytes before p is on p's page unless p starts the page (the slow path then), its check word
  * proves it is a header the area holds at that address, and so the next one is there too. */
+/* Chunk c, in use and checked by vam_free_large_as, freed (payload p) when the cache's bytes
+ * are short for it: the last cached chunk of each class in turn, from lcache_victim on, is
+ * freed for real until c fits (none is when c is bigger than the whole cache: LOCUS_TCACHE=0;
+ * c is then freed for real itself). */
+static NOINLINE void vam_free_large_evicting(heap_t *h, chunk_t *c, void *p, const char *call) {
+  if (chunk_size(c) > vam_lcache_cap) {
+    vam_free_large_slow(h, vam_area_of(p), p, call);
+    return;
+  }
+  while (h->d.lcache_room < (int32_t)chunk_size(c)) {   /* (room grows with each: it ends) */
+    vam_lbin_t *b = &h->d.lbin[h->d.lcache_victim];
+    h->d.lcache_victim = (h->d.lcache_victim + 1) % VAM_LCLASSES;
+    if (!b->head) continue;
+    chunk_t *v = vam_lcache_pop(h, b);
+    chunk_release(h, desc_head(segment_of(v), v), v, call);
+  }
+  vam_lcache_put(h, c);
+  heap_count(h, free_calls, 1);
+  heap_uncount(h, bytes_allocated, chunk_size(c) - CHUNK_HEADER);
+  heap_debug_tick(h);
+}
+
 static ALWAYS_INLINE void vam_free_large_as(heap_t *h, void *p, const char *call, bool own) {
   ASSERT(vam_area_of(p)->kind == KIND_VAM_LARGE);
   chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
   if (cfg_tcache && (own || h == tl_heap) && !((uintptr_t)p & 15) && ((uintptr_t)p & (os_page_size - 1)) &&
-      chunk_valid(c) && (c->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == CHUNK_INUSE && chunk_valid(chunk_next(c)) &&
-      likely(vam_lcache_put(h, c))) {
+      chunk_valid(c) && (c->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == CHUNK_INUSE && chunk_valid(chunk_next(c))) {
+    if (unlikely(!vam_lcache_put(h, c))) {
+      vam_free_large_evicting(h, c, p, call);
+      return;
+    }
     heap_count(h, free_calls, 1);
     heap_uncount(h, bytes_allocated, chunk_size(c) - CHUNK_HEADER);
     heap_debug_tick(h);
