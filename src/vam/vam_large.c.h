@@ -298,16 +298,7 @@ static desc_t *vam_area_of(const void *p) {
   return desc_of_page(s, vam_area_start(p, tag_of_page(s, p)->key));
 }
 
-/* A large object's free, p on a large area's page (from its tag: no descriptor is read), by h's
- * own thread if `own` (else tested): into the thread cache if its header passes chunk_of's
- * checks for a chunk in use that is no alias (its check word covers its prev_size:
- * chunk_seal), the next chunk's header is intact (an overflow of this object into it is
- * reported here) and the cache has room (a short path: no register saves); else checked again
- * and freed for real. The header before is not read (it missed the cache in most of
- * randsmall's large frees). Where p is in the area needs no test of its own: the header 16
- * bytes before p is on p's page unless p starts the page (the slow path then), its check word
- * proves it is a header the area holds at that address, and so the next one is there too. */
-/* Chunk c, in use and checked by vam_free_large_as, freed (payload p) when the cache's bytes
+/* Chunk c, in use and checked by vam_free_large, freed (payload p) when the cache's bytes
  * are short for it: the last cached chunk of each class in turn, from lcache_victim on, is
  * freed for real until c fits (none is when c is bigger than the whole cache: LOCUS_TCACHE=0;
  * c is then freed for real itself). */
@@ -329,10 +320,19 @@ static NOINLINE void vam_free_large_evicting(heap_t *h, chunk_t *c, void *p, con
   heap_debug_tick(h);
 }
 
-static ALWAYS_INLINE void vam_free_large_as(heap_t *h, void *p, const char *call, bool own) {
+/* A large object's free, p on a large area's page (from its tag: no descriptor is read; the
+ * fast path's free reaches it through vam_free_other): by h's own thread, into the thread
+ * cache if its header passes chunk_of's checks for a chunk in use that is no alias (its
+ * check word covers its prev_size: chunk_seal), the next chunk's header is intact (an overflow of this object into it is
+ * reported here) and the cache has room (a short path: no register saves); else checked again
+ * and freed for real. The header before is not read (it missed the cache in most of
+ * randsmall's large frees). Where p is in the area needs no test of its own: the header 16
+ * bytes before p is on p's page unless p starts the page (the slow path then), its check word
+ * proves it is a header the area holds at that address, and so the next one is there too. */
+static NOINLINE void vam_free_large(heap_t *h, void *p, const char *call) {
   ASSERT(vam_area_of(p)->kind == KIND_VAM_LARGE);
   chunk_t *c = (chunk_t *)((char *)p - CHUNK_HEADER);
-  if (cfg_tcache && (own || h == tl_heap) && !((uintptr_t)p & 15) && ((uintptr_t)p & (os_page_size - 1)) &&
+  if (cfg_tcache && h == tl_heap && !((uintptr_t)p & 15) && ((uintptr_t)p & (os_page_size - 1)) &&
       chunk_valid(c) && (c->size & (CHUNK_INUSE | CHUNK_CACHED | CHUNK_ALIAS)) == CHUNK_INUSE && chunk_valid(chunk_next(c))) {
     if (unlikely(!vam_lcache_put(h, c))) {
       vam_free_large_evicting(h, c, p, call);
@@ -344,13 +344,6 @@ static ALWAYS_INLINE void vam_free_large_as(heap_t *h, void *p, const char *call
     return;
   }
   vam_free_large_slow(h, vam_area_of(p), p, call);
-}
-static NOINLINE void vam_free_large(heap_t *h, void *p, const char *call) {
-  vam_free_large_as(h, p, call, false);
-}
-/* The same from the free fast path, which knows h is the calling thread's. */
-static NOINLINE UNUSED void vam_free_large_own(heap_t *h, void *p, const char *call) {
-  vam_free_large_as(h, p, call, true);
 }
 
 static NOINLINE void vam_free_large_slow(heap_t *h, desc_t *r, void *p, const char *call) {
