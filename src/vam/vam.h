@@ -57,7 +57,8 @@
  *  - Exactly the pages of large areas (VAM_AREA_PAGES each) carry the class byte VAM_AREA_CLS
  *    in their tags, with their distance to the area's first page above it (vam_area_key) and
  *    a bound of 0: free goes from such a page straight to the chunk (vam_free_other), and
- *    the slow path finds the area from the key (vam_area_of). Area tags are cleared when the area goes back.
+ *    the slow path finds the area from the key (vam_area_of). Area tags are cleared when the
+ *    area goes back.
  *  - In a large area, chunks tile [start, end - 16); prev_size of each chunk equals the size of
  *    the chunk before it; no two free chunks are adjacent; every free chunk is in the bin of
  *    its size; the header at end - 16 is an in-use chunk of size 0.

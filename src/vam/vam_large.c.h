@@ -162,8 +162,11 @@ static void vam_lcache_flush(heap_t *h) {
   }
 }
 
+/* The chunk bytes an object of size needs: its header and itself, to 16 bytes (chunk_fit), and
+ * never less than the smallest large chunk (chunk_want). */
+static inline uint32_t chunk_fit(size_t size) { return (uint32_t)align_up(size + CHUNK_HEADER, 16); }
 static inline uint32_t chunk_want(size_t size) {
-  uint32_t want = (uint32_t)align_up(size + CHUNK_HEADER, 16);
+  uint32_t want = chunk_fit(size);
   return want < LARGE_MIN_CHUNK ? LARGE_MIN_CHUNK : want;
 }
 
@@ -215,13 +218,12 @@ static NOINLINE void *vam_alloc_large(heap_t *h, size_t size, bool zero) {
   if (!c) return vam_alloc_large_slow(h, size, zero);
   uint32_t have = chunk_size(c);
   if (have - CHUNK_HEADER < size) return vam_alloc_large_evict(h, b, size, zero);
-  b->head = vam_lcache_next(c);
-  h->d.lcache_room += (int32_t)have;
+  vam_lcache_pop(h, b);
   chunk_trust(c, "malloc()");   /* written to after its free: reported here, as from the bins */
   c->size &= ~CHUNK_CACHED;
-  /* (want unclamped: an aligned allocation's request below LARGE_MIN_CHUNK only goes out of
-   * line, where chunk_want clamps it) */
-  if (zero || have - (uint32_t)align_up(size + CHUNK_HEADER, 16) >= LARGE_MIN_SPLIT) return chunk_hand_out_cold(h, c, size, zero);
+  /* (chunk_fit, not chunk_want: an aligned allocation's request below LARGE_MIN_CHUNK only goes
+   * out of line, where chunk_want clamps it) */
+  if (zero || have - chunk_fit(size) >= LARGE_MIN_SPLIT) return chunk_hand_out_cold(h, c, size, zero);
   return chunk_handed(h, c);
 }
 
@@ -298,6 +300,13 @@ static desc_t *vam_area_of(const void *p) {
   return desc_of_page(s, vam_area_start(p, tag_of_page(s, p)->key));
 }
 
+/* Chunk c, just cached by a free: counted freed (the bins' free counts in vam_free_large_slow). */
+static ALWAYS_INLINE void chunk_cached_counted(heap_t *h, const chunk_t *c) {
+  heap_count(h, free_calls, 1);
+  heap_uncount(h, bytes_allocated, chunk_size(c) - CHUNK_HEADER);
+  heap_debug_tick(h);
+}
+
 /* Chunk c, in use and checked by vam_free_large, freed (payload p) when the cache's bytes
  * are short for it: the last cached chunk of each class in turn, from lcache_victim on, is
  * freed for real until c fits (none is when c is bigger than the whole cache: LOCUS_TCACHE=0;
@@ -315,16 +324,14 @@ static NOINLINE void vam_free_large_evicting(heap_t *h, chunk_t *c, void *p, con
     chunk_release(h, desc_head(segment_of(v), v), v, call);
   }
   vam_lcache_put(h, c);
-  heap_count(h, free_calls, 1);
-  heap_uncount(h, bytes_allocated, chunk_size(c) - CHUNK_HEADER);
-  heap_debug_tick(h);
+  chunk_cached_counted(h, c);
 }
 
 /* A large object's free, p on a large area's page (from its tag: no descriptor is read; the
  * fast path's free reaches it through vam_free_other): by h's own thread, into the thread
  * cache if its header passes chunk_of's checks for a chunk in use that is no alias (its
- * check word covers its prev_size: chunk_seal), the next chunk's header is intact (an overflow of this object into it is
- * reported here) and the cache has room (a short path: no register saves); else checked again
+ * check word covers its prev_size: chunk_seal), the next chunk's header is intact (an
+ * overflow of this object into it is reported here) and the cache has room (a short path: no register saves); else checked again
  * and freed for real. The header before is not read (it missed the cache in most of
  * randsmall's large frees). Where p is in the area needs no test of its own: the header 16
  * bytes before p is on p's page unless p starts the page (the slow path then), its check word
@@ -338,9 +345,7 @@ static NOINLINE void vam_free_large(heap_t *h, void *p, const char *call) {
       vam_free_large_evicting(h, c, p, call);
       return;
     }
-    heap_count(h, free_calls, 1);
-    heap_uncount(h, bytes_allocated, chunk_size(c) - CHUNK_HEADER);
-    heap_debug_tick(h);
+    chunk_cached_counted(h, c);
     return;
   }
   vam_free_large_slow(h, vam_area_of(p), p, call);
