@@ -208,6 +208,72 @@ static void t_large_cache_phases(void) {
   CHECK(locus_check == NULL || locus_check() == 0);
 }
 
+/* Bursts of one size bigger than the thread cache's bin, freed in shuffled order and
+ * allocated again: after a cycle that missed the bin and overflowed it, the bin has grown to
+ * the burst, and the next burst's mallocs return exactly the objects freed, the last freed
+ * first (from the blocks, the order would follow the blocks' lists). How many came back in
+ * that order, from the last one the bin took. A bigger size's bursts then take the heap's
+ * budget (1 MiB) from the first size's grown bin, which the heap check counts. */
+static void shuffled_free(char **v, int n, unsigned *rng) {
+  for (int i = n - 1; i > 0; i--) {
+    *rng = *rng * 1103515245u + 12345u;
+    int j = (int)((*rng >> 8) % (unsigned)(i + 1));
+    char *t = v[i];
+    v[i] = v[j];
+    v[j] = t;
+  }
+  for (int i = 0; i < n; i++) free(v[i]);
+}
+
+/* After shuffled_free: the first malloc's object is the last the bin took (v[k]); how many
+ * came back from there on in the reverse of the order freed. They are freed again. */
+static int lifo_run(size_t size, char **v, int n) {
+  char *first = malloc(size);
+  int k = n - 1;
+  while (k >= 0 && v[k] != first) k--;
+  int lifo = k >= 0;
+  for (int i = k - 1; i >= 0; i--, lifo++)
+    if (malloc(size) != v[i]) break;   /* (leaked on a mismatch: the test fails anyway) */
+  free(first);
+  for (int i = k - 1; i > k - lifo; i--) free(v[i]);
+  return lifo;
+}
+
+static int burst_cycle(size_t size, int n, char **v, unsigned *rng) {
+  for (int i = 0; i < n; i++) CHECK((v[i] = malloc(size)) != NULL);
+  shuffled_free(v, n, rng);
+  return lifo_run(size, v, n);
+}
+
+static void t_tcache_grows(void) {
+  if (!thread_cache) TEST_SKIP_NOW("no thread cache in this build");
+  enum { N = 600 };
+  static char *v[N];
+  unsigned rng = 7;
+  int lifo = 0;
+  for (int cycle = 0; cycle < 4; cycle++) lifo = burst_cycle(96, N, v, &rng);
+  CHECKF(lifo == N, "the bin did not grow to a burst of %d: %d came back in the order freed", N, lifo);
+  CHECK(locus_check == NULL || locus_check() == 0);
+  /* 2,048 objects of 1,024 bytes: more than the budget left; the 96-byte bin gives its growth back. */
+  static char *w[2048];
+  for (int cycle = 0; cycle < 3; cycle++) lifo = burst_cycle(1024, 2048, w, &rng);
+  CHECKF(lifo >= 900 && lifo <= 1040, "a bin beyond the budget: %d of 2048 in the order freed", lifo);
+  CHECK(locus_check == NULL || locus_check() == 0);
+  /* Purge puts every bin back to its first cap, and forgets the misses: a burst allocated
+   * before it and freed after it overflows the bin, which does not grow (no malloc missed it
+   * since), so only the bin's first cap comes back in the order freed. */
+  lifo = burst_cycle(96, N, v, &rng);
+  CHECK(lifo == N);
+  if (!purge) return;
+  for (int i = 0; i < N; i++) CHECK((v[i] = malloc(96)) != NULL);
+  purge();
+  CHECK(locus_check == NULL || locus_check() == 0);
+  shuffled_free(v, N, &rng);
+  lifo = lifo_run(96, v, N);
+  CHECKF(lifo >= 2 && lifo <= 64, "the bins kept their growth through a purge: %d in the order freed", lifo);
+  purge();
+}
+
 static void t_coalescing(void) {
   /* Three neighbouring large objects in a fresh large area. */
   char *a = malloc(6000), *b = malloc(6000), *c = malloc(6000);
@@ -586,6 +652,7 @@ int main(int argc, char **argv) {
     { "coalescing", t_coalescing },
     { "large_cache", t_large_cache },
     { "large_cache_phases", t_large_cache_phases },
+    { "tcache_grows", t_tcache_grows },
     { "split_runt", t_split_runt },
     { "discard", t_discard },
     { "burst", t_burst },

@@ -198,13 +198,29 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
  * block's list. */
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static NOINLINE void vam_slot_push_out(void *p, heap_t *h, desc_t *page, uintptr_t marker);
+static NOINLINE void vam_free_overflow(void *p, heap_t *me, segment_t *s, vam_tbin_t *t, const char *call);
 static ALWAYS_INLINE void vam_free_slot(heap_t *h, segment_t *s, vam_tbin_t *t, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
   /* (h is the thread's own heap but when another thread frees into an exited thread's heap
    * (heap_collect under its lock): nothing may wait in that heap's cache) */
   if (!cfg_tcache) vam_slot_push(h, desc_head(s, p), p, marker);
-  else if (unlikely(h != tl_heap) || unlikely(!vam_tcache_put(t, p, marker))) vam_slot_push_out(p, h, desc_of_page(s, p), marker);
+  else if (unlikely(h != tl_heap)) vam_slot_push_out(p, h, desc_of_page(s, p), marker);
+  else if (unlikely(!vam_tcache_put(t, p, marker))) vam_free_overflow(p, h, s, t, call);
+}
+
+/* A free (checked) by the thread of heap me of slot p, in segment s, that found its bin t
+ * full: into the bin after all if it grows (vam_tcache_grow), else onto its block's list (the
+ * heap's own object) or the foreign way. */
+static NOINLINE void vam_free_overflow(void *p, heap_t *me, segment_t *s, vam_tbin_t *t, const char *call) {
+  uintptr_t marker = free_marker(p);
+  if (t->missed && vam_tcache_grow(me, t)) {
+    vam_tcache_put(t, p, marker);
+    return;
+  }
+  heap_t *h = s->heap;
+  if (likely(h == me)) vam_slot_push(h, desc_head(s, p), p, marker);
+  else free_foreign_heap(p, h, s, call);
 }
 
 /* vam_slot_push out of line: the thread cache's misses (its hit path then shares no register
@@ -308,10 +324,7 @@ static ALWAYS_INLINE void design_free_any(void *p, segment_t *s, const char *cal
   if (likely(vam_slot_live_with(&s->tag[i], p, t->recip))) {
     uintptr_t *w = p, marker = free_marker(p);
     if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
-    if (likely(vam_tcache_put(t, p, marker))) return;
-    h = s->heap;   /* the stack is full: onto the block's list, or the foreign way */
-    if (likely(h == me)) vam_slot_push_out(p, h, desc_of_page(s, p), marker);
-    else free_foreign_heap(p, h, s, call);
+    if (unlikely(!vam_tcache_put(t, p, marker))) vam_free_overflow(p, me, s, t, call);
     return;
   }
   /* (A large area's page is told from the others in vam_free_other: tested here, its class

@@ -164,7 +164,7 @@ static size_t vam_check_block(heap_t *h, desc_t *b) {
 
 static size_t design_check(heap_t *h) {
   size_t bad = 0;
-  size_t listed = 0, blocks = 0;
+  size_t listed = 0, blocks = 0, grown = 0;   /* grown: the bytes the bins grew by */
   for (unsigned c = 0; c < vam_nclasses; c++) {
     desc_t *spare = h->d.spare[c];
     bool spare_listed = !spare || spare->used > 0;   /* refilled since: may be full */
@@ -188,7 +188,8 @@ static size_t design_check(heap_t *h) {
     }
     CHECK(spare_listed && (!spare || (spare->kind == KIND_VAM_BLOCK && spare->cls == c)));
     vam_tbin_t *t = &h->d.tbin[c];   /* the thread cache */
-    CHECK(t->room <= t->cap && t->cap <= VAM_TCACHE_SLOTS);
+    CHECK(t->room <= t->cap && t->cap >= vam_tcache_base[c] && t->cap <= VAM_TCACHE_GROWN_SLOTS);
+    grown += (size_t)(t->cap - vam_tcache_base[c]) * vam_slot_size(c);
     char *p = t->head;
     for (unsigned i = 0; i < vam_tcache_count(t); i++, p = vam_tcache_next(p)) {
       CHECK(p != NULL);
@@ -199,6 +200,7 @@ static size_t design_check(heap_t *h) {
     }
     CHECK(p == NULL);   /* the list ends where its count does */
   }
+  CHECK(h->d.tcache_spare >= 0 && grown + (size_t)h->d.tcache_spare == VAM_TCACHE_GROW_BYTES);
   size_t cached = 0, cached_bytes = 0, cached_seen = 0;   /* the thread cache's large side */
   for (unsigned k = 0; k < VAM_LCLASSES; k++) {
     const vam_lbin_t *lb = &h->d.lbin[k];

@@ -14,6 +14,9 @@ static unsigned vam_tcache_cap(unsigned cls) {
   return (unsigned)(cap < 2 ? 2 : cap > VAM_TCACHE_SLOTS ? VAM_TCACHE_SLOTS : cap);
 }
 
+/* Each class's first cap, vam_tcache_cap (its bins go back to it). */
+static int32_t vam_tcache_base[VAM_MAX_CLASSES];
+
 /* The most chunk bytes a heap's large side holds (vam.h; 0: none), from the options. */
 static uint32_t vam_lcache_cap;
 
@@ -41,6 +44,7 @@ static inline unsigned vam_lclass_floor(size_t u) {
 static void vam_tcache_global_init(void) {
   vam_lcache_cap = opt.tcache && opt.discard != DISCARD_IMMEDIATE ? VAM_LCACHE_BYTES : 0;
   vam_lclass_init();
+  for (unsigned c = 0; c < vam_nclasses; c++) vam_tcache_base[c] = (int32_t)vam_tcache_cap(c);
 }
 
 static void vam_tcache_init(heap_t *h) {
@@ -50,8 +54,10 @@ static void vam_tcache_init(heap_t *h) {
   for (unsigned c = 0; c < vam_nclasses; c++) {
     vam_tbin_t *t = &h->d.tbin[c];
     t->head = NULL;
-    t->room = t->cap = vam_tcache_cap(c);
+    t->room = t->cap = vam_tcache_base[c];
+    t->missed = 0;
   }
+  h->d.tcache_spare = VAM_TCACHE_GROW_BYTES;
   h->d.lcache_room = (int32_t)vam_lcache_cap;   /* (the large side's) */
 }
 
@@ -84,7 +90,10 @@ static ALWAYS_INLINE void *vam_tcache_hand_out(vam_tbin_t *t, uintptr_t *p, unsi
 /* The most recently cached object of bin t, of class cls (read only to zero it), or NULL. */
 static ALWAYS_INLINE void *vam_tcache_pop(vam_tbin_t *t, unsigned cls, bool zero) {
   uintptr_t *p = t->head;
-  if (!p) return NULL;
+  if (!p) {
+    t->missed++;   /* (the bin may grow by as much: vam_tcache_grow) */
+    return NULL;
+  }
   void *next = vam_tcache_next(p);
   /* The next malloc of the class reads next's link: a list makes a burst of mallocs a chain of
    * loads, each waiting on the line of the object before when those lines went cold (a stack
@@ -125,35 +134,90 @@ static ALWAYS_INLINE bool vam_tcache_put(vam_tbin_t *t, void *p, uintptr_t marke
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static void vam_foreign_keep_slow(heap_t *me, heap_t *h, desc_t *b, void *p, const char *call);
 
-/* Every cached object of class cls back to its block (freed, as counted already), the oldest
- * first (so the newest heads its block's list, as if freed there); another heap's object is
- * freed again the foreign way (which marks and counts it). The bin is emptied first: a block
- * that empties runs the debug checks. */
+/* The n cached objects from p on (the newest first) back to their blocks, the oldest first
+ * (so the newest heads its block's list, as if freed there); another heap's object is freed
+ * again the foreign way (which marks and counts it). They are out of their bin already: a
+ * block that empties runs the debug checks. */
+static void vam_tcache_send_back(heap_t *h, void *p, unsigned n) {
+  void *oldest = NULL;   /* reversed in place: their links are theirs until they go */
+  for (unsigned i = 0; i < n; i++) {
+    void *next = vam_tcache_next(p);
+    *(uintptr_t *)p = vam_tcache_link(oldest);
+    oldest = p;
+    p = next;
+  }
+  for (p = oldest; p;) {
+    void *next = vam_tcache_next(p);
+    segment_t *s = segment_of(p);
+    desc_t *page = desc_of_page(s, p), *b = page - page->back;
+    if (likely(s->heap == h)) {
+      vam_slot_push(h, b, p, free_marker(p));   /* (counted freed now) */
+    } else {   /* (not counted freed any more: the foreign way counts it) */
+      ((uintptr_t *)p)[1] = 0;
+      vam_foreign_keep_slow(h, s->heap, b, p, "free()");
+    }
+    p = next;
+  }
+}
+
+/* Every cached object of class cls back to its block. */
 static void vam_tcache_return(heap_t *h, unsigned cls) {
   vam_tbin_t *t = &h->d.tbin[cls];
   unsigned n = vam_tcache_count(t);
   if (!n) return;
-  void *out[VAM_TCACHE_SLOTS];
   void *p = t->head;
-  for (unsigned i = 0; i < n; i++, p = vam_tcache_next(p)) out[i] = p;
   t->head = NULL;
   t->room = t->cap;
-  for (unsigned i = n; i-- > 0;) {
-    segment_t *s = segment_of(out[i]);
-    desc_t *page = desc_of_page(s, out[i]), *b = page - page->back;
-    if (likely(s->heap == h)) {
-      vam_slot_push(h, b, out[i], free_marker(out[i]));   /* (counted freed now) */
-    } else {   /* (not counted freed any more: the foreign way counts it) */
-      ((uintptr_t *)out[i])[1] = 0;
-      vam_foreign_keep_slow(h, s->heap, b, out[i], "free()");
-    }
-  }
+  vam_tcache_send_back(h, p, n);
 }
 
-/* Every cached object back to its block (thread exit, purge). */
+/* Bin t of class cls back to its first cap (base), the objects beyond it (the oldest) to
+ * their blocks, its growth back to the heap's budget. */
+static void vam_tcache_shrink(heap_t *h, vam_tbin_t *t, unsigned cls, int32_t base) {
+  unsigned n = vam_tcache_count(t), keep = n < (unsigned)base ? n : (unsigned)base;
+  h->d.tcache_spare += (t->cap - base) * (int32_t)vam_slot_size(cls);
+  t->cap = base;
+  t->room = base - (int32_t)keep;
+  if (n == keep) return;
+  uintptr_t *last = NULL, *p = t->head;
+  for (unsigned i = 0; i < keep; i++) last = p, p = vam_tcache_next(p);
+  if (last) last[0] = vam_tcache_link(NULL); else t->head = NULL;
+  vam_tcache_send_back(h, p, n - keep);
+}
+
+/* A free found bin t full, and a malloc found it empty since it last grew (t->missed): it
+ * grows by the objects those mallocs took from the blocks (vam.h), within VAM_TCACHE_GROWN_SLOTS
+ * and the heap's budget, which other classes' grown bins give back in turn when it runs short.
+ * Whether it has room now. Only the heap's own thread (its bins). */
+static NOINLINE bool vam_tcache_grow(heap_t *h, vam_tbin_t *t) {
+  unsigned cls = (unsigned)(t - h->d.tbin);
+  int32_t want = (int32_t)(t->missed < VAM_TCACHE_GROWN_SLOTS ? t->missed : VAM_TCACHE_GROWN_SLOTS);
+  t->missed = 0;
+  if (!t->cap || cls >= vam_nclasses) return false;   /* (cap 0: no cache) */
+  int32_t slot = (int32_t)vam_slot_size(cls);
+  if (want > VAM_TCACHE_GROWN_SLOTS - t->cap) want = VAM_TCACHE_GROWN_SLOTS - t->cap;
+  for (unsigned tries = 0; h->d.tcache_spare < want * slot && tries < vam_nclasses; tries++) {
+    unsigned v = h->d.tcache_victim = (h->d.tcache_victim + 1) % vam_nclasses;
+    int32_t base = vam_tcache_base[v];
+    if (v != cls && h->d.tbin[v].cap > base) vam_tcache_shrink(h, &h->d.tbin[v], v, base);
+  }
+  if (want > h->d.tcache_spare / slot) want = h->d.tcache_spare / slot;
+  if (want <= 0) return false;
+  h->d.tcache_spare -= want * slot;
+  t->cap += want;
+  t->room += want;
+  return true;
+}
+
+/* Every cached object back to its block, every bin back to its first cap (thread exit,
+ * purge). */
 static void vam_tcache_flush(heap_t *h) {
   if (!cfg_tcache) return;
-  for (unsigned c = 0; c < vam_nclasses; c++) vam_tcache_return(h, c);
+  for (unsigned c = 0; c < vam_nclasses; c++) {
+    vam_tcache_return(h, c);
+    vam_tcache_shrink(h, &h->d.tbin[c], c, vam_tcache_base[c]);
+    h->d.tbin[c].missed = 0;
+  }
 }
 
 /* Allocation near a hint (vam_hints.c.h): a cached object of class cls on the hint's page if
