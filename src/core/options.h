@@ -19,6 +19,7 @@ enum discard_policy { DISCARD_IMMEDIATE, DISCARD_DELAYED, DISCARD_PRESSURE };
   X(OS_THRESHOLD, os_threshold, S, 1u << 20, "objects at least this big get their own mapping") \
   X(HUGE_CACHE, huge_cache, S, 256u << 20, "most bytes of freed own-mapping objects kept for reuse (within recent demand)") \
   X(TCACHE,     tcache,     B, 1, "vam: each thread keeps its last freed small objects per class for its next mallocs") \
+  X(TCACHE_GROW, tcache_grow, S, 1u << 20, "vam: bytes a thread's cache may grow by where bursts overflow it (0: never)") \
   X(CHECK_EVERY, check_every, N, 0, "debug builds: check the heap every N slow-path events (0: default)") \
   X(TP_K,       tp_k,       N, 12, "tp: K-regions of objects up to 512 B are 2^K bytes (7..16)") \
   X(MEDIUS_K,   medius_k,   N, 12, "medius: a K-region is 2^K bytes (12..20, at least the page)") \

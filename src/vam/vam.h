@@ -262,15 +262,14 @@ static const bool cfg_tcache = VAM_TCACHE;
  * of requests), where every object past the cap went to its block and back (bench/batches:
  * 82% of its frees; 95 allocator instructions a pair against 51 in the bin). It grows by the
  * mallocs that missed it since it last grew (missed), so one cycle brings it to the burst's
- * size, up to VAM_TCACHE_GROWN_SLOTS objects, out of the heap's budget of
- * VAM_TCACHE_GROW_BYTES (tcache_spare). When the budget runs short, grown bins of other
+ * size, up to VAM_TCACHE_GROWN_SLOTS objects, out of the heap's budget of LOCUS_TCACHE_GROW
+ * bytes (tcache_spare). When the budget runs short, grown bins of other
  * classes go back to their first cap in turn (tcache_victim), their extra objects to their
  * blocks, so the budget moves to the classes in use (as the large side's room does). Thread
  * exit and purge put every bin back to its first cap. What a thread may hold is then its
  * bins' first caps (674 KiB in all classes) and the budget; tcmalloc's thread caches grow the
  * same way, to 4 MiB a thread. */
 #define VAM_TCACHE_GROWN_SLOTS 2048
-#define VAM_TCACHE_GROW_BYTES (1024u << 10)
 /* One class's bin: 32 bytes, two a cache line. 28 objects and 4 KiB a class against 12 and 8
  * KiB: 1.5 instructions a pair fewer on churn (fewer overflows), peak RSS +2-3% on batches and
  * prodcons (docs/results.md). 16 KiB a class rather than 4 (the classes of 160 B and more hold

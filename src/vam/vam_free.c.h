@@ -198,7 +198,7 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
  * block's list. */
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static NOINLINE void vam_slot_push_out(void *p, heap_t *h, desc_t *page, uintptr_t marker);
-static NOINLINE void vam_free_overflow(void *p, heap_t *me, segment_t *s, vam_tbin_t *t, const char *call);
+static NOINLINE void vam_free_growing(void *p, heap_t *me, segment_t *s, vam_tbin_t *t, const char *call);
 static ALWAYS_INLINE void vam_free_slot(heap_t *h, segment_t *s, vam_tbin_t *t, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
@@ -206,20 +206,23 @@ static ALWAYS_INLINE void vam_free_slot(heap_t *h, segment_t *s, vam_tbin_t *t, 
    * (heap_collect under its lock): nothing may wait in that heap's cache) */
   if (!cfg_tcache) vam_slot_push(h, desc_head(s, p), p, marker);
   else if (unlikely(h != tl_heap)) vam_slot_push_out(p, h, desc_of_page(s, p), marker);
-  else if (unlikely(!vam_tcache_put(t, p, marker))) vam_free_overflow(p, h, s, t, call);
+  else if (likely(vam_tcache_put(t, p, marker))) return;
+  else if (unlikely(t->missed)) vam_free_growing(p, h, s, t, call);
+  else vam_slot_push_out(p, h, desc_of_page(s, p), marker);
 }
 
 /* A free (checked) by the thread of heap me of slot p, in segment s, that found its bin t
- * full: into the bin after all if it grows (vam_tcache_grow), else onto its block's list (the
- * heap's own object) or the foreign way. */
-static NOINLINE void vam_free_overflow(void *p, heap_t *me, segment_t *s, vam_tbin_t *t, const char *call) {
-  uintptr_t marker = free_marker(p);
-  if (t->missed && vam_tcache_grow(me, t)) {
-    vam_tcache_put(t, p, marker);
+ * full: onto its block's list (the heap's own object) or the foreign way, or, when a malloc
+ * found the bin empty since it last grew (the caller tests t->missed), into the bin after all
+ * if it grows (vam_tcache_grow; out of line, so that the overflow's usual path saves no
+ * registers). */
+static NOINLINE void vam_free_growing(void *p, heap_t *me, segment_t *s, vam_tbin_t *t, const char *call) {
+  if (vam_tcache_grow(me, t)) {
+    vam_tcache_put(t, p, free_marker(p));
     return;
   }
   heap_t *h = s->heap;
-  if (likely(h == me)) vam_slot_push(h, desc_head(s, p), p, marker);
+  if (likely(h == me)) vam_slot_push_out(p, h, desc_of_page(s, p), free_marker(p));
   else free_foreign_heap(p, h, s, call);
 }
 
@@ -324,7 +327,14 @@ static ALWAYS_INLINE void design_free_any(void *p, segment_t *s, const char *cal
   if (likely(vam_slot_live_with(&s->tag[i], p, t->recip))) {
     uintptr_t *w = p, marker = free_marker(p);
     if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
-    if (unlikely(!vam_tcache_put(t, p, marker))) vam_free_overflow(p, me, s, t, call);
+    if (likely(vam_tcache_put(t, p, marker))) return;
+    if (unlikely(t->missed)) {   /* the bin is full: it may grow (vam_tcache_grow) */
+      vam_free_growing(p, me, s, t, call);
+      return;
+    }
+    h = s->heap;   /* else onto the block's list, or the foreign way */
+    if (likely(h == me)) vam_slot_push_out(p, h, desc_of_page(s, p), marker);
+    else free_foreign_heap(p, h, s, call);
     return;
   }
   /* (A large area's page is told from the others in vam_free_other: tested here, its class

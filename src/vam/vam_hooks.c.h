@@ -200,7 +200,7 @@ static size_t design_check(heap_t *h) {
     }
     CHECK(p == NULL);   /* the list ends where its count does */
   }
-  CHECK(h->d.tcache_spare >= 0 && grown + (size_t)h->d.tcache_spare == VAM_TCACHE_GROW_BYTES);
+  CHECK(h->d.tcache_spare >= 0 && grown + (size_t)h->d.tcache_spare == (size_t)vam_tcache_budget);
   size_t cached = 0, cached_bytes = 0, cached_seen = 0;   /* the thread cache's large side */
   for (unsigned k = 0; k < VAM_LCLASSES; k++) {
     const vam_lbin_t *lb = &h->d.lbin[k];

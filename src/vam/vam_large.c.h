@@ -64,6 +64,7 @@ static chunk_t *large_area_new(heap_t *h) {
   bool clean;
   desc_t *r = pages_alloc(h, VAM_AREA_PAGES, 1, &clean);
   if (!r) return NULL;
+  if (clean) vam_tcache_trim(h);   /* (vam_tcache_trim) */
   r->kind = KIND_VAM_LARGE;
   page_tag_t *g = tag_of_desc(r);
   for (unsigned i = 0; i < VAM_AREA_PAGES; i++) {   /* (vam_free_other) */

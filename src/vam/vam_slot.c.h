@@ -15,6 +15,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
   } else {
     if (!(b = pages_alloc(h, npages, 1, &clean))) return NULL;
     heap_count(h, blocks_in_use, 1);
+    if (clean) vam_tcache_trim(h);   /* the footprint grows: no grown bins through it */
   }
   char *start = desc_start(b);
   size_t bytes = desc_bytes(b), cap = bytes / size;

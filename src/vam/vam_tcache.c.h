@@ -1,3 +1,5 @@
+
+
 /* vam_tcache.c.h — the thread cache (vam.h): the objects this heap freed last, per class, which
  * malloc hands out first. Taking one and putting one back touch only the heap's own arrays;
  * a free that finds its class's stack full goes to its block as without the cache, and the
@@ -14,8 +16,10 @@ static unsigned vam_tcache_cap(unsigned cls) {
   return (unsigned)(cap < 2 ? 2 : cap > VAM_TCACHE_SLOTS ? VAM_TCACHE_SLOTS : cap);
 }
 
-/* Each class's first cap, vam_tcache_cap (its bins go back to it). */
+/* Each class's first cap, vam_tcache_cap (its bins go back to it), and the bytes a heap's bins
+ * may grow by (vam.h; 0 without a cache). */
 static int32_t vam_tcache_base[VAM_MAX_CLASSES];
+static int32_t vam_tcache_budget;
 
 /* The most chunk bytes a heap's large side holds (vam.h; 0: none), from the options. */
 static uint32_t vam_lcache_cap;
@@ -45,6 +49,7 @@ static void vam_tcache_global_init(void) {
   vam_lcache_cap = opt.tcache && opt.discard != DISCARD_IMMEDIATE ? VAM_LCACHE_BYTES : 0;
   vam_lclass_init();
   for (unsigned c = 0; c < vam_nclasses; c++) vam_tcache_base[c] = (int32_t)vam_tcache_cap(c);
+  vam_tcache_budget = !vam_lcache_cap ? 0 : opt.tcache_grow < (1u << 30) ? (int32_t)opt.tcache_grow : 1 << 30;
 }
 
 static void vam_tcache_init(heap_t *h) {
@@ -57,7 +62,7 @@ static void vam_tcache_init(heap_t *h) {
     t->room = t->cap = vam_tcache_base[c];
     t->missed = 0;
   }
-  h->d.tcache_spare = VAM_TCACHE_GROW_BYTES;
+  h->d.tcache_spare = vam_tcache_budget;
   h->d.lcache_room = (int32_t)vam_lcache_cap;   /* (the large side's) */
 }
 
@@ -185,13 +190,26 @@ static void vam_tcache_shrink(heap_t *h, vam_tbin_t *t, unsigned cls, int32_t ba
   vam_tcache_send_back(h, p, n - keep);
 }
 
+/* Every grown bin back to its first cap (vam_tcache_shrink), when the heap took pages that
+ * were not resident for a new block or area (its footprint grows): grown bins then hold their
+ * objects only while the program's footprint stays put (a parser's batches, a server's
+ * requests), and give them back to their blocks, where this heap's mallocs of their class
+ * find them, when it grows. Without it they held them through phases that allocate other
+ * sizes: alloc_heavy.py's peak RSS +2.6%. Pages reused from the heap's free runs do not
+ * trim (bench/batches takes some for every burst of its biggest size). */
+static void vam_tcache_trim(heap_t *h) {
+  if (!cfg_tcache || h->d.tcache_spare == vam_tcache_budget) return;
+  for (unsigned c = 0; c < vam_nclasses; c++)
+    if (h->d.tbin[c].cap > vam_tcache_base[c]) vam_tcache_shrink(h, &h->d.tbin[c], c, vam_tcache_base[c]);
+}
+
 /* A free found bin t full, and a malloc found it empty since it last grew (t->missed): it
  * grows by the objects those mallocs took from the blocks (vam.h), within VAM_TCACHE_GROWN_SLOTS
  * and the heap's budget, which other classes' grown bins give back in turn when it runs short.
  * Whether it has room now. Only the heap's own thread (its bins). */
 static NOINLINE bool vam_tcache_grow(heap_t *h, vam_tbin_t *t) {
   unsigned cls = (unsigned)(t - h->d.tbin);
-  int32_t want = (int32_t)(t->missed < VAM_TCACHE_GROWN_SLOTS ? t->missed : VAM_TCACHE_GROWN_SLOTS);
+  int32_t want = (int32_t)(t->missed < (uint32_t)t->cap ? t->missed : (uint32_t)t->cap);   /* (at most double) */
   t->missed = 0;
   if (!t->cap || cls >= vam_nclasses) return false;   /* (cap 0: no cache) */
   int32_t slot = (int32_t)vam_slot_size(cls);
