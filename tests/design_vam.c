@@ -239,9 +239,13 @@ static int lifo_run(size_t size, char **v, int n) {
   return lifo;
 }
 
-static int burst_cycle(size_t size, int n, char **v, unsigned *rng) {
-  for (int i = 0; i < n; i++) CHECK((v[i] = malloc(size)) != NULL);
-  shuffled_free(v, n, rng);
+/* `cycles` bursts of n objects of size: allocated, then freed in shuffled order; then how many
+ * of the last burst come back in the reverse of the order freed (lifo_run). */
+static int burst_cycles(size_t size, int n, char **v, unsigned *rng, int cycles) {
+  for (int c = 0; c < cycles; c++) {
+    for (int i = 0; i < n; i++) CHECK((v[i] = malloc(size)) != NULL);
+    shuffled_free(v, n, rng);
+  }
   return lifo_run(size, v, n);
 }
 
@@ -251,7 +255,7 @@ static void t_tcache_grows(void) {
   static char *v[N];
   unsigned rng = 7;
   int lifo = 0;
-  for (int cycle = 0; cycle < 6; cycle++) lifo = burst_cycle(96, N, v, &rng);   /* (28 doubled to 896) */
+  lifo = burst_cycles(96, N, v, &rng, 6);   /* (28 doubled to 896) */
   const char *grow = getenv("LOCUS_TCACHE_GROW");
   if (grow && !strcmp(grow, "0")) {   /* bins of a fixed size */
     CHECKF(lifo <= 64, "LOCUS_TCACHE_GROW=0, yet the bin grew: %d came back in the order freed", lifo);
@@ -262,13 +266,33 @@ static void t_tcache_grows(void) {
   CHECK(locus_check == NULL || locus_check() == 0);
   /* 2,048 objects of 1,024 bytes: more than the budget left; the 96-byte bin gives its growth back. */
   static char *w[2048];
-  for (int cycle = 0; cycle < 9; cycle++) lifo = burst_cycle(1024, 2048, w, &rng);
+  lifo = burst_cycles(1024, 2048, w, &rng, 9);
   CHECKF(lifo >= 900 && lifo <= 1040, "a bin beyond the budget: %d of 2048 in the order freed", lifo);
   CHECK(locus_check == NULL || locus_check() == 0);
+  /* A class whose live count walks up and down at random (a program's steady churn) misses
+   * its bin and overflows it now and then, but far more of its mallocs hit: its bin does not
+   * grow (vam.h; it would hand out freed objects in their scattered order rather than the
+   * blocks' for nothing). */
+  enum { WALK = 400 };
+  static char *u[WALK];
+  int live = 0;
+  for (int step = 0; step < 40000; step++) {
+    rng = rng * 1103515245u + 12345u;
+    if (live < WALK && (live == 0 || (rng >> 16) % 2)) {
+      CHECK((u[live++] = malloc(160)) != NULL);
+    } else {
+      unsigned i = (rng >> 8) % (unsigned)live;
+      free(u[i]);
+      u[i] = u[--live];
+    }
+  }
+  for (int i = 0; i < live; i++) free(u[i]);
+  lifo = burst_cycles(160, WALK, u, &rng, 1);
+  CHECKF(lifo <= 64, "a bin whose class walked at random grew: %d came back in the order freed", lifo);
   /* Purge puts every bin back to its first cap, and forgets the misses: a burst allocated
    * before it and freed after it overflows the bin, which does not grow (no malloc missed it
    * since), so only the bin's first cap comes back in the order freed. */
-  for (int cycle = 0; cycle < 6; cycle++) lifo = burst_cycle(96, N, v, &rng);   /* (grown again) */
+  lifo = burst_cycles(96, N, v, &rng, 6);   /* (grown again) */
   CHECKF(lifo == N, "the bin did not grow again after giving its growth back: %d", lifo);
   if (!purge) return;
   for (int i = 0; i < N; i++) CHECK((v[i] = malloc(96)) != NULL);

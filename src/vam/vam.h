@@ -261,14 +261,20 @@ static const bool cfg_tcache = VAM_TCACHE;
  * bursts of the class bigger than the bin and allocates them again (a parser's nodes, a batch
  * of requests), where every object past the cap went to its block and back (bench/batches:
  * 82% of its frees; 95 allocator instructions a pair against 51 in the bin). It grows by the
- * mallocs that missed it since it last grew (missed), so one cycle brings it to the burst's
- * size, up to VAM_TCACHE_GROWN_SLOTS objects, out of the heap's budget of LOCUS_TCACHE_GROW
- * bytes (tcache_spare). When the budget runs short, grown bins of other
- * classes go back to their first cap in turn (tcache_victim), their extra objects to their
- * blocks, so the budget moves to the classes in use (as the large side's room does). Thread
- * exit and purge put every bin back to its first cap. What a thread may hold is then its
- * bins' first caps (674 KiB in all classes) and the budget; tcmalloc's thread caches grow the
- * same way, to 4 MiB a thread. */
+ * mallocs that missed it since the last test (missed), at most doubling, up to
+ * VAM_TCACHE_GROWN_SLOTS objects, and only for a cycle of bursts: since the last test the bin
+ * handed out at least its cap (drained, not just empty from the start: a program's first
+ * burst does not grow it) and missed at least a quarter as often as it hit (a class whose
+ * live count walks at random misses and overflows now and then, with far more hits). Without
+ * these two tests, bins grew on bench/linked, which then took its nodes from freed objects in
+ * the order freed rather than the blocks' reap order (its LRU misses in the paging
+ * simulation +0.3%). The growth comes out of the heap's budget of LOCUS_TCACHE_GROW bytes
+ * (tcache_spare). When the budget runs short, grown bins of other classes go back to their
+ * first cap in turn (tcache_victim), their extra objects to their blocks, so the budget moves
+ * to the classes in use (as the large side's room does). Thread exit, purge, and the heap
+ * taking pages that were not resident (vam_tcache_trim) put every bin back to its first cap.
+ * What a thread may hold is then its bins' first caps (674 KiB in all classes) and the
+ * budget; tcmalloc's thread caches grow the same way, to 4 MiB a thread. */
 #define VAM_TCACHE_GROWN_SLOTS 2048
 /* One class's bin: 32 bytes, two a cache line. 28 objects and 4 KiB a class against 12 and 8
  * KiB: 1.5 instructions a pair fewer on churn (fewer overflows), peak RSS +2-3% on batches and
@@ -359,6 +365,7 @@ typedef struct design_heap {
   vam_lbin_t lbin[VAM_LCLASSES];      /* its large side (above) */
   int32_t tcache_spare;              /* the bytes its bins may still grow by (above) */
   uint32_t tcache_victim;            /* the class whose grown bin goes back first */
+  uint32_t tcache_hits_at[VAM_MAX_CLASSES];   /* tbin[c].allocs at its last growth test */
   int32_t lcache_room;               /* the bytes its large side may still take (above) */
   uint32_t lcache_victim;            /* the class it frees a chunk of next when they run short */
   /* The protections' state, each only when its bit is on (mitigations.h), reached only

@@ -209,9 +209,12 @@ static void vam_tcache_trim(heap_t *h) {
  * Whether it has room now. Only the heap's own thread (its bins). */
 static NOINLINE bool vam_tcache_grow(heap_t *h, vam_tbin_t *t) {
   unsigned cls = (unsigned)(t - h->d.tbin);
-  int32_t want = (int32_t)(t->missed < (uint32_t)t->cap ? t->missed : (uint32_t)t->cap);   /* (at most double) */
+  uint32_t missed = t->missed, hits = (uint32_t)t->allocs - h->d.tcache_hits_at[cls];
+  int32_t want = (int32_t)(missed < (uint32_t)t->cap ? missed : (uint32_t)t->cap);   /* (at most double) */
   t->missed = 0;
   if (!t->cap || cls >= vam_nclasses) return false;   /* (cap 0: no cache) */
+  h->d.tcache_hits_at[cls] = (uint32_t)t->allocs;
+  if (hits < (uint32_t)t->cap || missed < hits / 4) return false;   /* not a cycle of bursts (vam.h) */
   int32_t slot = (int32_t)vam_slot_size(cls);
   if (want > VAM_TCACHE_GROWN_SLOTS - t->cap) want = VAM_TCACHE_GROWN_SLOTS - t->cap;
   for (unsigned tries = 0; h->d.tcache_spare < want * slot && tries < vam_nclasses; tries++) {
