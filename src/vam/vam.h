@@ -262,7 +262,8 @@ static const bool cfg_tcache = VAM_TCACHE;
  * of requests), where every object past the cap went to its block and back (bench/batches:
  * 82% of its frees; 95 allocator instructions a pair against 51 in the bin). It grows by the
  * mallocs that missed it since the last test (missed), at most doubling, up to
- * VAM_TCACHE_GROWN_SLOTS objects, and only for a cycle of bursts: since the last test the bin
+ * VAM_TCACHE_GROWN_SLOTS objects, only in the classes whose first cap is VAM_TCACHE_SLOTS
+ * (up to 585 B), and only for a cycle of bursts: since the last test the bin
  * handed out at least its cap (drained, not just empty from the start: a program's first
  * burst does not grow it) and missed at least a quarter as often as it hit (a class whose
  * live count walks at random misses and overflows now and then, with far more hits). Without

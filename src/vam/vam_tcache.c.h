@@ -212,7 +212,9 @@ static NOINLINE bool vam_tcache_grow(heap_t *h, vam_tbin_t *t) {
   uint32_t missed = t->missed, hits = (uint32_t)t->allocs - h->d.tcache_hits_at[cls];
   int32_t want = (int32_t)(missed < (uint32_t)t->cap ? missed : (uint32_t)t->cap);   /* (at most double) */
   t->missed = 0;
-  if (!t->cap || cls >= vam_nclasses) return false;   /* (cap 0: no cache) */
+  /* (cap 0: no cache; classes the byte bound caps, over 585 B, do not grow: 4 KiB objects
+   * took a few at a time from the budget in localarrays' random replacement, +5% peak RSS) */
+  if (cls >= vam_nclasses || vam_tcache_base[cls] < VAM_TCACHE_SLOTS) return false;
   h->d.tcache_hits_at[cls] = (uint32_t)t->allocs;
   if (hits < (uint32_t)t->cap || missed < hits / 4) return false;   /* not a cycle of bursts (vam.h) */
   int32_t slot = (int32_t)vam_slot_size(cls);
