@@ -212,8 +212,8 @@ static ALWAYS_INLINE void vam_free_slot(heap_t *h, segment_t *s, vam_tbin_t *t, 
 }
 
 /* A free (checked) by the thread of heap me of slot p, in segment s, that found its bin t
- * full: onto its block's list (the heap's own object) or the foreign way, or, when a malloc
- * found the bin empty since it last grew (the caller tests t->missed), into the bin after all
+ * full: onto its block's list (the heap's own object) or the foreign way, or, when mallocs
+ * found the bin empty since the last test (the caller tests t->missed), into the bin after all
  * if it grows (vam_tcache_grow; out of line, so that the overflow's usual path saves no
  * registers). */
 static NOINLINE void vam_free_growing(void *p, heap_t *me, segment_t *s, vam_tbin_t *t, const char *call) {

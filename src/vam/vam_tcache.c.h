@@ -1,9 +1,8 @@
-
-
 /* vam_tcache.c.h — the thread cache (vam.h): the objects this heap freed last, per class, which
- * malloc hands out first. Taking one and putting one back touch only the heap's own arrays;
- * a free that finds its class's stack full goes to its block as without the cache, and the
- * blocks get the cached objects back at thread exit, at purge, and for a hinted allocation. */
+ * malloc hands out first. Taking one and putting one back touch only the heap's own bins; a
+ * free that finds its class's bin full goes to its block as without the cache, unless the bin
+ * grows (bursts that drain and overflow it), and the blocks get the cached objects back at
+ * thread exit, at purge, and for a hinted allocation. */
 
 /* The objects of class cls a heap's thread cache may hold: only classes whose slots the free
  * fast path serves (a marker word: 16 B and more), VAM_TCACHE_BYTES of them, at least 2; none
@@ -203,10 +202,11 @@ static void vam_tcache_trim(heap_t *h) {
     if (h->d.tbin[c].cap > vam_tcache_base[c]) vam_tcache_shrink(h, &h->d.tbin[c], c, vam_tcache_base[c]);
 }
 
-/* A free found bin t full, and a malloc found it empty since it last grew (t->missed): it
- * grows by the objects those mallocs took from the blocks (vam.h), within VAM_TCACHE_GROWN_SLOTS
- * and the heap's budget, which other classes' grown bins give back in turn when it runs short.
- * Whether it has room now. Only the heap's own thread (its bins). */
+/* A free found bin t full, and mallocs found it empty since the last test (t->missed): if
+ * they were a cycle of bursts (vam.h), it grows by the objects those mallocs took from the
+ * blocks, at most doubling, within VAM_TCACHE_GROWN_SLOTS and the heap's budget, which other
+ * classes' grown bins give back in turn when it runs short. Whether it has room now. Only
+ * the heap's own thread (its bins). */
 static NOINLINE bool vam_tcache_grow(heap_t *h, vam_tbin_t *t) {
   unsigned cls = (unsigned)(t - h->d.tbin);
   uint32_t missed = t->missed, hits = (uint32_t)t->allocs - h->d.tcache_hits_at[cls];
