@@ -208,16 +208,10 @@ static void t_large_cache_phases(void) {
   CHECK(locus_check == NULL || locus_check() == 0);
 }
 
-/* Bursts of one size bigger than the thread cache's bin, freed in shuffled order and
- * allocated again: each cycle that missed the bin and overflowed it doubles the bin, up to
- * the burst, and then a burst's mallocs return exactly the objects freed, the last freed
- * first (from the blocks, the order would follow the blocks' lists). How many came back in
- * that order, from the last one the bin took. A bigger size's bursts then take the heap's
- * budget (LOCUS_TCACHE_GROW, 1 MiB) from the first size's grown bin, which the heap check counts. */
-static void shuffled_free(char **v, int n, unsigned *rng) {
+/* Frees the n objects of v in a shuffled order (v left in that order). */
+static void shuffled_free(char **v, int n, test_rng_t *rng) {
   for (int i = n - 1; i > 0; i--) {
-    *rng = *rng * 1103515245u + 12345u;
-    int j = (int)((*rng >> 8) % (unsigned)(i + 1));
+    int j = (int)rng_below(rng, (uint64_t)i + 1);
     char *t = v[i];
     v[i] = v[j];
     v[j] = t;
@@ -241,7 +235,7 @@ static int lifo_run(size_t size, char **v, int n) {
 
 /* `cycles` bursts of n objects of size: allocated, then freed in shuffled order; then how many
  * of the last burst come back in the reverse of the order freed (lifo_run). */
-static int burst_cycles(size_t size, int n, char **v, unsigned *rng, int cycles) {
+static int burst_cycles(size_t size, int n, char **v, test_rng_t *rng, int cycles) {
   for (int c = 0; c < cycles; c++) {
     for (int i = 0; i < n; i++) CHECK((v[i] = malloc(size)) != NULL);
     shuffled_free(v, n, rng);
@@ -249,11 +243,17 @@ static int burst_cycles(size_t size, int n, char **v, unsigned *rng, int cycles)
   return lifo_run(size, v, n);
 }
 
+/* Bursts of one size bigger than the thread cache's bin, freed in shuffled order and
+ * allocated again: each cycle that missed the bin and overflowed it doubles the bin, up to
+ * the burst, and then a burst's mallocs return exactly the objects freed, the last freed
+ * first (from the blocks, the order would follow the blocks' lists). How many came back in
+ * that order, from the last one the bin took. A bigger size's bursts then take the heap's
+ * budget (LOCUS_TCACHE_GROW, 1 MiB) from the first size's grown bin, which the heap check counts. */
 static void t_tcache_grows(void) {
   if (!thread_cache) TEST_SKIP_NOW("no thread cache in this build");
   enum { N = 600 };
   static char *v[N];
-  unsigned rng = 7;
+  test_rng_t rng = { 7 };
   int lifo = 0;
   lifo = burst_cycles(96, N, v, &rng, 6);   /* (28 doubled to 896) */
   const char *grow = getenv("LOCUS_TCACHE_GROW");
@@ -285,11 +285,10 @@ static void t_tcache_grows(void) {
   static char *u[WALK];
   int live = 0;
   for (int step = 0; step < 40000; step++) {
-    rng = rng * 1103515245u + 12345u;
-    if (live < WALK && (live == 0 || (rng >> 16) % 2)) {
+    if (live < WALK && (live == 0 || rng_below(&rng, 2))) {
       CHECK((u[live++] = malloc(160)) != NULL);
     } else {
-      unsigned i = (rng >> 8) % (unsigned)live;
+      unsigned i = (unsigned)rng_below(&rng, (uint64_t)live);
       free(u[i]);
       u[i] = u[--live];
     }

@@ -297,7 +297,7 @@ typedef struct __attribute__((aligned(32))) vam_tbin {
    * blocks, which the heap's frees[] count when they go. */
   uint64_t allocs;
   int32_t cap;         /* the most it holds: vam_tcache_cap, or more once grown (below) */
-  uint32_t missed;     /* nonzero: a malloc found it empty since it last grew */
+  uint32_t missed;     /* the mallocs that found it empty since its last growth test */
 } vam_tbin_t;
 _Static_assert(sizeof(vam_tbin_t) == 32, "a thread-cache bin is 32 bytes");
 

@@ -175,9 +175,12 @@ static void vam_tcache_return(heap_t *h, unsigned cls) {
   vam_tcache_send_back(h, p, n);
 }
 
-/* Bin t of class cls back to its first cap (base), the objects beyond it (the oldest) to
- * their blocks, its growth back to the heap's budget. */
-static void vam_tcache_shrink(heap_t *h, vam_tbin_t *t, unsigned cls, int32_t base) {
+/* The bin of class cls back to its first cap, the objects beyond it (the oldest) to their
+ * blocks, its growth back to the heap's budget (nothing to do if it has not grown). */
+static void vam_tcache_shrink(heap_t *h, unsigned cls) {
+  vam_tbin_t *t = &h->d.tbin[cls];
+  int32_t base = vam_tcache_base[cls];
+  if (t->cap == base) return;
   unsigned n = vam_tcache_count(t), keep = n < (unsigned)base ? n : (unsigned)base;
   h->d.tcache_spare += (t->cap - base) * (int32_t)vam_slot_size(cls);
   t->cap = base;
@@ -198,8 +201,7 @@ static void vam_tcache_shrink(heap_t *h, vam_tbin_t *t, unsigned cls, int32_t ba
  * trim (bench/batches takes some for every burst of its biggest size). */
 static void vam_tcache_trim(heap_t *h) {
   if (!cfg_tcache || h->d.tcache_spare == vam_tcache_budget) return;
-  for (unsigned c = 0; c < vam_nclasses; c++)
-    if (h->d.tbin[c].cap > vam_tcache_base[c]) vam_tcache_shrink(h, &h->d.tbin[c], c, vam_tcache_base[c]);
+  for (unsigned c = 0; c < vam_nclasses; c++) vam_tcache_shrink(h, c);
 }
 
 /* A free found bin t full, and mallocs found it empty since the last test (t->missed): if
@@ -221,8 +223,7 @@ static NOINLINE bool vam_tcache_grow(heap_t *h, vam_tbin_t *t) {
   if (want > VAM_TCACHE_GROWN_SLOTS - t->cap) want = VAM_TCACHE_GROWN_SLOTS - t->cap;
   for (unsigned tries = 0; h->d.tcache_spare < want * slot && tries < vam_nclasses; tries++) {
     unsigned v = h->d.tcache_victim = (h->d.tcache_victim + 1) % vam_nclasses;
-    int32_t base = vam_tcache_base[v];
-    if (v != cls && h->d.tbin[v].cap > base) vam_tcache_shrink(h, &h->d.tbin[v], v, base);
+    if (v != cls) vam_tcache_shrink(h, v);
   }
   if (want > h->d.tcache_spare / slot) want = h->d.tcache_spare / slot;
   if (want <= 0) return false;
@@ -238,7 +239,7 @@ static void vam_tcache_flush(heap_t *h) {
   if (!cfg_tcache) return;
   for (unsigned c = 0; c < vam_nclasses; c++) {
     vam_tcache_return(h, c);
-    vam_tcache_shrink(h, &h->d.tbin[c], c, vam_tcache_base[c]);
+    vam_tcache_shrink(h, c);
     h->d.tbin[c].missed = 0;
   }
 }
