@@ -146,6 +146,15 @@ static void realloc_after_free(size_t size) {
   churn_after(size);
 }
 
+/* The same with the size it had: a realloc that would keep the object where it is. */
+static void realloc_same_after_free(size_t size) {
+  char *b, *a, *p = with_neighbours(size, &b, &a);
+  free(p);
+  char *q = realloc(opaque_ptr(p), size);
+  if (q) memset(q, 1, size);
+  churn_after(size);
+}
+
 /* new[] of a type with a destructor puts the count in front of the array; a scalar delete of
  * the array pointer then frees an interior pointer. */
 static void delete_array_as_scalar(size_t size) {
@@ -386,6 +395,7 @@ static const misuse_t cases[] = {
     SIZES("header_after_free", header_after_free, "MMMM", "MMMM", "?MCC", "MMCC", "MMCC"),
     SIZES("read_after_free", read_after_free, "MMMM", "MMMM", "MMMM", "MMMM", "MMCC"),
     SIZES("realloc_after_free", realloc_after_free, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
+    SIZES("realloc_same_after_free", realloc_same_after_free, "CCMC", "CCMC", "CC?C", "CC?C", "CC?C"),
     SIZES("delete_array_as_scalar", delete_array_as_scalar, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
     SIZES("delete_scalar_as_array", delete_scalar_as_array, "CCCC", "CCCC", "CCCC", "CCCC", "CCCC"),
     SIZES("sized_delete_larger", sized_delete_larger, "MMMC", "MMMC", "MMMC", "MMMC", "MMMC"),

@@ -40,7 +40,20 @@ static void *aligned_impl(size_t align, size_t size, bool zero) {
   return p;
 }
 
-static void *realloc_impl(void *p, size_t size) {
+/* realloc's move: a new object, usable bytes of p (valid) copied, p freed. Out of line: the
+ * quick path then keeps nothing across the copy (its frame saved and restored 10 registers). */
+static NOINLINE void *realloc_move(void *p, size_t usable, size_t size) {
+  if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  void *q = alloc_impl(size, false);
+  if (!q) return NULL;
+  memcpy(q, p, usable < size ? usable : size);
+  free_impl(p, "realloc()");
+  return q;
+}
+
+/* Every object realloc's quick path does not know: regions' objects stay in their region, a
+ * heap's own objects (and huge ones) are resized in place where their design can. */
+static NOINLINE void *realloc_general(void *p, size_t size) {
   if (is_region_object(p)) return region_realloc_any(p, size);
   size_t usable = usable_impl(p, "realloc()");
   if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
@@ -59,11 +72,21 @@ static void *realloc_impl(void *p, size_t size) {
   } else if (os_obj_resize(p, size)) {
     return p;
   }
-  void *q = alloc_impl(size, false);
-  if (!q) return NULL;
-  memcpy(q, p, usable < size ? usable : size);
-  free_impl(p, "realloc()");
-  return q;
+  return realloc_move(p, usable, size);
+}
+
+/* A small object the design knows from its page (design_usable_quick) stays where it is if
+ * size fits it without leaving half of it unused (any heap's: as a design's resize of a block
+ * object would), else moves; the rest goes the general way. perl grows strings this way: the
+ * general path's lookups cost 190 allocator instructions a realloc there, a third of its
+ * allocator's. */
+static ALWAYS_INLINE void *realloc_impl(void *p, size_t size) {
+  uintptr_t g = (uintptr_t)p >> SEGMENT_SHIFT;
+  if (likely(segmap_is_segment(g))) {
+    size_t usable = design_usable_quick((segment_t *)(g << SEGMENT_SHIFT), p, "realloc()");
+    if (likely(usable)) return size <= usable && size > usable / 2 ? p : realloc_move(p, usable, size);
+  }
+  return realloc_general(p, size);
 }
 
 /* ---- the C API ------------------------------------------------------------------------------ */

@@ -95,6 +95,8 @@ static size_t usable_impl(const void *p, const char *call) {
   unsigned g = segmap_get(p);
   if (g == GRANULE_SEGMENT) {
     segment_t *s = segment_of(p);
+    size_t quick = design_usable_quick(s, p, call);
+    if (quick) return quick;
     desc_t *d = desc_head(s, p);
     if (d->kind >= KIND_DESIGN) return design_usable(d, p, call);
     if (kind_is_region(d->kind)) return region_usable(d, p, call);

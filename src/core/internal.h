@@ -100,6 +100,9 @@ static size_t design_check(heap_t *h);
 #ifndef DESIGN_HAS_BOUNDS
 #define DESIGN_HAS_BOUNDS 0
 #endif
+#ifndef DESIGN_HAS_USABLE_QUICK
+#define DESIGN_HAS_USABLE_QUICK 0
+#endif
 
 /* design_alloc, given the caller's return address (LOCUS_SITES=1, api.h): for a design that
  * uses the call site itself (lf). Default: design_alloc. */
@@ -156,6 +159,17 @@ static void design_stats(heap_t *h, locus_stats_t *st) { (void)h; (void)st; }
 static size_t design_usable_max(size_t size);
 #if !DESIGN_HAS_USABLE_MAX
 static inline size_t design_usable_max(size_t size) { (void)size; return SIZE_MAX; }
+#endif
+/* The usable size of p, in segment s of any heap, when the design tells it from p's page
+ * alone, checked as its free checks (ends the program on a freed object); 0 when it cannot
+ * (p is no such object, or the design needs its run): usable_impl's and realloc's general
+ * paths then decide. Read without the owner's lock. Default: 0. */
+static size_t design_usable_quick(segment_t *s, const void *p, const char *call);
+#if !DESIGN_HAS_USABLE_QUICK
+static ALWAYS_INLINE size_t design_usable_quick(segment_t *s, const void *p, const char *call) {
+  (void)s; (void)p; (void)call;
+  return 0;
+}
 #endif
 /* Where address a, inside the design's run d (its head), lies: in an object whose usable bytes
  * are [*start, *end) (BOUNDS_OBJECT), in none (BOUNDS_NONE: a canary, a header, slack, a free

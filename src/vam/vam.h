@@ -400,7 +400,8 @@ typedef struct design_heap {
                            .tbin_of_size = { [0 ... sizeclass_lookup_index(VAM_TCACHE_SIZED)] = &heap_empty.d.tbin[0] } }
 /* Optional hooks (internal.h): a foreign-object cache, one free path for any heap's objects
  * (with the thread cache), counters of its own, sized-delete bounds,
- * the transfer cache's locks reset after fork, objects' bounds for the checked copies. */
+ * the transfer cache's locks reset after fork, objects' bounds for the checked copies, a
+ * small object's usable size from its page tag (realloc, malloc_usable_size). */
 #define DESIGN_HAS_ALLOC_CACHED 1
 #define DESIGN_HAS_FREE_FOREIGN 1
 #define DESIGN_HAS_FREE_ANY VAM_TCACHE
@@ -408,5 +409,6 @@ typedef struct design_heap {
 #define DESIGN_HAS_USABLE_MAX 1
 #define DESIGN_HAS_FORK_CHILD 1
 #define DESIGN_HAS_BOUNDS 1
+#define DESIGN_HAS_USABLE_QUICK 1
 
 #endif
