@@ -87,7 +87,7 @@ static ALWAYS_INLINE void *vam_tcache_next(const void *p) { return (void *)(*(co
 static ALWAYS_INLINE void *vam_tcache_hand_out(vam_tbin_t *t, uintptr_t *p, unsigned cls, bool zero) {
   p[1] = 0;
   t->allocs++;
-  if (zero) memset(p, 0, vam_slot_size(cls));
+  if (zero) return memset(p, 0, vam_slot_size(cls));   /* (a tail call: memset returns p) */
   return p;
 }
 
