@@ -66,7 +66,7 @@ static NOINLINE void *realloc_general(void *p, size_t size) {
         return p;
     } else if (s->heap == huge_heap && me != &heap_empty && d->kind == KIND_HUGE) {
       if (huge_resize(me, huge_heap, d, size)) return p;
-    } else if (size <= usable && size > usable / 2) {
+    } else if (realloc_keeps(usable, size)) {
       return p;
     }
   } else if (os_obj_resize(p, size)) {
@@ -75,16 +75,16 @@ static NOINLINE void *realloc_general(void *p, size_t size) {
   return realloc_move(p, usable, size);
 }
 
-/* A small object the design knows from its page (design_usable_quick) stays where it is if
- * size fits it without leaving half of it unused (any heap's: as a design's resize of a block
- * object would), else moves; the rest goes the general way. perl grows strings this way: the
+/* A small object the design knows from its page (design_usable_quick), any heap's, stays where
+ * it is if realloc_keeps it (as a design's resize of a block object would), else moves; the
+ * rest goes the general way. perl grows strings this way: the
  * general path's lookups cost 190 allocator instructions a realloc there, a third of its
  * allocator's. */
 static ALWAYS_INLINE void *realloc_impl(void *p, size_t size) {
   uintptr_t g = (uintptr_t)p >> SEGMENT_SHIFT;
   if (likely(segmap_is_segment(g))) {
     size_t usable = design_usable_quick((segment_t *)(g << SEGMENT_SHIFT), p, "realloc()");
-    if (likely(usable)) return size <= usable && size > usable / 2 ? p : realloc_move(p, usable, size);
+    if (likely(usable)) return realloc_keeps(usable, size) ? p : realloc_move(p, usable, size);
   }
   return realloc_general(p, size);
 }

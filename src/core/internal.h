@@ -296,6 +296,7 @@ static inline void marker_free_remote(uintptr_t *mark, uintptr_t marker, const v
 static inline bool marker_says_free(uintptr_t word, uintptr_t marker);
 static inline size_t marker_usable(const desc_t *d, const void *p, uintptr_t marker, const char *call);
 static inline bool memory_refused(heap_t *locked);
+static inline bool realloc_keeps(size_t usable, size_t size);
 
 /* ---- pagemgr.h: the page manager */
 /* macros: HEAP_FOR_EACH_RUN */

@@ -136,6 +136,10 @@ static inline void marker_collected(uintptr_t *mark, uintptr_t marker) {
   if (*mark == marker) *mark = 0;
 }
 
+/* Whether realloc keeps an object of `usable` bytes where it is for `size` bytes: it fits,
+ * and does not leave half of it unused (a smaller size moves to a smaller object). */
+static inline bool realloc_keeps(size_t usable, size_t size) { return size <= usable && size > usable / 2; }
+
 /* The usable size of p, an object of block d whose free objects hold `marker` in word 1 (the
  * marker designs: lf, tp): the block's object size, or the report of a freed object. */
 static inline size_t marker_usable(const desc_t *d, const void *p, uintptr_t marker, const char *call) {

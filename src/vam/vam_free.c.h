@@ -199,6 +199,15 @@ static ALWAYS_INLINE void design_free_run(heap_t *h, desc_t *d, void *p, size_t 
 static ALWAYS_INLINE void vam_slot_push(heap_t *h, desc_t *b, void *p, uintptr_t marker);
 static NOINLINE void vam_slot_push_out(void *p, heap_t *h, desc_t *page, uintptr_t marker);
 static NOINLINE void vam_free_growing(void *p, heap_t *me, segment_t *s, vam_tbin_t *t, const char *call);
+
+/* A free (checked, marker computed) by heap me's thread that its bin did not take: onto the
+ * block's list if the object is me's, else the foreign way. */
+static ALWAYS_INLINE void vam_free_unbinned(void *p, heap_t *me, segment_t *s, uintptr_t marker, const char *call) {
+  heap_t *h = s->heap;
+  if (likely(h == me)) vam_slot_push_out(p, h, desc_of_page(s, p), marker);
+  else free_foreign_heap(p, h, s, call);
+}
+
 static ALWAYS_INLINE void vam_free_slot(heap_t *h, segment_t *s, vam_tbin_t *t, void *p, const char *call) {
   uintptr_t *w = p, marker = free_marker(p);
   if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
@@ -217,13 +226,8 @@ static ALWAYS_INLINE void vam_free_slot(heap_t *h, segment_t *s, vam_tbin_t *t, 
  * if it grows (vam_tcache_grow; out of line, so that the overflow's usual path saves no
  * registers). */
 static NOINLINE void vam_free_growing(void *p, heap_t *me, segment_t *s, vam_tbin_t *t, const char *call) {
-  if (vam_tcache_grow(me, t)) {
-    vam_tcache_put(t, p, free_marker(p));
-    return;
-  }
-  heap_t *h = s->heap;
-  if (likely(h == me)) vam_slot_push_out(p, h, desc_of_page(s, p), free_marker(p));
-  else free_foreign_heap(p, h, s, call);
+  if (vam_tcache_grow(me, t)) vam_tcache_put(t, p, free_marker(p));
+  else vam_free_unbinned(p, me, s, free_marker(p), call);
 }
 
 /* vam_slot_push out of line: the thread cache's misses (its hit path then shares no register
@@ -320,7 +324,6 @@ static ALWAYS_INLINE void design_free_any(void *p, segment_t *s, const char *cal
   heap_t *me = tl_heap;
   size_t i = ((uintptr_t)p & SEGMENT_MASK) >> os_page_shift;
   vam_tbin_t *t = &me->d.tbin[vam_tag_cls(&s->tag[i])];
-  heap_t *h;
   /* (A plain read of the bound, as the owner's own free makes: another heap's owner may move
    * it only up while p is live, and an atomic load, as vam_slot_live_remote makes, costs the
    * hit path two instructions here: the tag's address formed apart.) */
@@ -328,18 +331,13 @@ static ALWAYS_INLINE void design_free_any(void *p, segment_t *s, const char *cal
     uintptr_t *w = p, marker = free_marker(p);
     if (unlikely(w[1] == marker)) { locus_fatal_jump(call, "double free", p); return; }   /* (any thread's free) */
     if (likely(vam_tcache_put(t, p, marker))) return;
-    if (unlikely(t->missed)) {   /* the bin is full: it may grow (vam_tcache_grow) */
-      vam_free_growing(p, me, s, t, call);
-      return;
-    }
-    h = s->heap;   /* else onto the block's list, or the foreign way */
-    if (likely(h == me)) vam_slot_push_out(p, h, desc_of_page(s, p), marker);
-    else free_foreign_heap(p, h, s, call);
+    if (unlikely(t->missed)) vam_free_growing(p, me, s, t, call);   /* the bin is full: it may grow */
+    else vam_free_unbinned(p, me, s, marker, call);
     return;
   }
   /* (A large area's page is told from the others in vam_free_other: tested here, its class
    * byte stayed in a register and the hit path above took two instructions more.) */
-  h = s->heap;
+  heap_t *h = s->heap;
   if (likely(h == me)) vam_free_other(p, h, s, call);
   else free_foreign_heap(p, h, s, call);
 }

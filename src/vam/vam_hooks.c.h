@@ -81,20 +81,14 @@ static size_t design_usable(desc_t *d, const void *p, const char *call) {
  * any heap's, whose owner moves the bound only up while p is live), not marked free: its
  * slot's size; else 0. The secure build's checks (canaries, quarantine) need the block. */
 static ALWAYS_INLINE size_t design_usable_quick(segment_t *s, const void *p, const char *call) {
-  if (!cfg_fast_free || cfg_vam_hardened) return 0;
-  const page_tag_t *g = tag_of_page(s, p);
-  unsigned cls = vam_tag_cls(g);
-  if (!vam_slot_live_with(g, p, vam_class_recip[cls])) return 0;
-  if (unlikely(((const uintptr_t *)p)[1] == free_marker(p))) locus_fatal(call, "pointer to a freed object", p);
-  return vam_slot_size(cls);
+  if (!cfg_fast_free || cfg_vam_hardened || !vam_slot_live(s, p)) return 0;
+  if (unlikely(marker_says_free(((const uintptr_t *)p)[1], free_marker(p)))) locus_fatal(call, "pointer to a freed object", p);
+  return vam_slot_size(vam_tag_cls(tag_of_page(s, p)));
 }
 
 /* Resizes p in place if the design can; the caller owns h. */
 static bool design_resize(heap_t *h, desc_t *d, void *p, size_t size) {
-  if (d->kind == KIND_VAM_BLOCK) {
-    size_t usable = vam_usable(d);
-    return size <= usable && size > usable / 2;
-  }
+  if (d->kind == KIND_VAM_BLOCK) return realloc_keeps(vam_usable(d), size);
   if (d->kind == KIND_VAM_LARGE) return vam_resize_large(h, d, p, size);
   return false;
 }
