@@ -127,6 +127,13 @@ static TEST_UNUSED void *opaque_ptr(void *p) {
   return v;
 }
 
+/* malloc(n), failing the test if it returns NULL. */
+static TEST_UNUSED void *checked_malloc(size_t n) {
+  void *p = malloc(n);
+  CHECKF(p != NULL, "malloc(%zu) returned NULL", n);
+  return p;
+}
+
 /* ---- objects of another thread -------------------------------------------------------- */
 
 /* Allocates n objects of `size` bytes (filled with `fill`) into out[] from a new thread that

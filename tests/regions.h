@@ -1,4 +1,5 @@
-/* regions.h — what the region tests (regions.c, regions_errors.c, regions_cxx.cpp) share.
+/* regions.h — what the region tests (regions.c, regions_calls.c, regions_threads.c,
+ * regions_errors.c, regions_cxx.cpp) share.
  *
  * The test programs are not linked against a Locus library: they run under LD_PRELOAD of each
  * library of the suite, or of none (`system`). The region calls are therefore weak references,
@@ -50,6 +51,48 @@ static TEST_UNUSED locus_region_stats_t region_stats(locus_region_t *r) {
   memset(&s, 0xEE, sizeof s);
   CHECK(locus_region_stats(r, &s) == 0);
   return s;
+}
+
+/* ---- the helpers of regions.c, regions_calls.c and regions_threads.c ------------------------ */
+
+/* The library's other Locus calls (regions_require fills it in main). */
+static TEST_UNUSED locus_api_t region_lib;
+
+/* The calling thread's heap is consistent (every Locus library has the walk). */
+static TEST_UNUSED void check_heap(void) {
+  if (region_lib.check_heap) CHECK(region_lib.check_heap() == 0);
+}
+
+/* A new region (child of parent, or top-level for NULL). */
+static TEST_UNUSED locus_region_t *region_new(locus_region_t *parent) {
+  locus_region_t *r = locus_region_create(parent);
+  CHECK(r != NULL);
+  return r;
+}
+
+/* Allocates n bytes in r, checks the basics and fills the object with pattern `seed`. */
+static TEST_UNUSED void *ralloc(locus_region_t *r, size_t n, uint64_t seed) {
+  void *p = locus_region_malloc(r, n);
+  CHECKF(p != NULL, "locus_region_malloc(%zu) failed", n);
+  CHECK_ALIGNED(p, 16);
+  pattern_fill(p, n, seed);
+  return p;
+}
+
+/* The region's live objects and their bytes are exactly these. */
+static TEST_UNUSED void check_live(locus_region_t *r, uint64_t objects, uint64_t bytes) {
+  locus_region_stats_t s = region_stats(r);
+  CHECK_EQ(s.objects_live, objects);
+  CHECK_EQ(s.bytes_live, bytes);
+}
+
+/* The region holds no object and no child, in bump mode. */
+static TEST_UNUSED void check_empty(locus_region_t *r) {
+  locus_region_stats_t s = region_stats(r);
+  CHECK_EQ(s.objects_live, 0);
+  CHECK_EQ(s.bytes_live, 0);
+  CHECK_EQ(s.children, 0);
+  CHECK_EQ(s.bump_mode, 1);
 }
 
 #endif
