@@ -4,6 +4,8 @@
  *                   the flagship's thread cache (its last freed objects, linked under a
  *                   secret key) before both
  *   front_move      a free into a full block moves it to the front of the available list
+ *   tcache_reap     a class whose blocks are mostly empty slots turns its thread-cache bin
+ *                   off while it churns, so that its sparse blocks drain and go back
  *   coalescing      freed neighbouring large objects merge; best fit finds the merged chunk
  *   large_cache     the flagship's thread cache keeps freed large objects whole: the next
  *                   request of their class takes the last freed first if it fits, split to
@@ -243,6 +245,18 @@ static int burst_cycles(size_t size, int n, char **v, test_rng_t *rng, int cycle
   return lifo_run(size, v, n);
 }
 
+/* One step of a live set of objects of size whose count walks at random between 0 and max
+ * (v: its objects, *live of them): an allocation or the free of a random one, even odds. */
+static void walk_step(char **v, int *live, int max, size_t size, test_rng_t *rng) {
+  if (*live < max && (*live == 0 || rng_below(rng, 2))) {
+    CHECK((v[(*live)++] = malloc(size)) != NULL);
+  } else {
+    unsigned i = (unsigned)rng_below(rng, (uint64_t)*live);
+    free(v[i]);
+    v[i] = v[--*live];
+  }
+}
+
 /* Bursts of one size bigger than the thread cache's bin, freed in shuffled order and
  * allocated again: each cycle that missed the bin and overflowed it doubles the bin, up to
  * the burst, and then a burst's mallocs return exactly the objects freed, the last freed
@@ -284,15 +298,7 @@ static void t_tcache_grows(void) {
   enum { WALK = 400 };
   static char *u[WALK];
   int live = 0;
-  for (int step = 0; step < 40000; step++) {
-    if (live < WALK && (live == 0 || rng_below(&rng, 2))) {
-      CHECK((u[live++] = malloc(160)) != NULL);
-    } else {
-      unsigned i = (unsigned)rng_below(&rng, (uint64_t)live);
-      free(u[i]);
-      u[i] = u[--live];
-    }
-  }
+  for (int step = 0; step < 40000; step++) walk_step(u, &live, WALK, 160, &rng);
   for (int i = 0; i < live; i++) free(u[i]);
   lifo = burst_cycles(160, WALK, u, &rng, 1);
   CHECKF(lifo <= 64, "a bin whose class walked at random grew: %d came back in the order freed", lifo);
@@ -309,6 +315,46 @@ static void t_tcache_grows(void) {
   lifo = lifo_run(96, v, N);
   CHECKF(lifo >= 2 && lifo <= 64, "the bins kept their growth through a purge: %d in the order freed", lifo);
   purge();
+}
+
+/* A class whose blocks are mostly empty slots (8,000 objects of 200 B, all but every 40th
+ * freed: 200 left in about 100 blocks) and then churns: temporaries whose count walks at
+ * random, and its long-lived objects replaced one by one. With the thread cache's reuse of
+ * any freed slot, the long-lived objects' successors land all over the old blocks and none
+ * empties; the bin must go off for the class (reap mode, vam.h) so that mallocs take the head
+ * block's slots and the old blocks drain: most of their pages go back to the page manager. */
+static void t_tcache_reap(void) {
+  if (!thread_cache) TEST_SKIP_NOW("no thread cache in this build");
+  if (!stats_get) TEST_SKIP_NOW("no statistics");
+  enum { N = 8000, KEEP_EVERY = 40, LONG = N / KEEP_EVERY, TEMPS = 100, STEPS = 60000 };
+  static char *v[N], *lived[LONG], *temp[TEMPS];
+  test_rng_t rng = { 11 };
+  locus_stats_t st = { .version = 5 };
+  for (int i = 0; i < N; i++) CHECK((v[i] = malloc(200)) != NULL);
+  int n = 0;
+  for (int i = 0; i < N; i++) {
+    if (i % KEEP_EVERY == 0) lived[n++] = v[i];
+    else free(v[i]);
+  }
+  CHECK(stats_get(&st) == 0);
+  uint64_t sparse = st.pages_in_use;
+  int temps = 0;
+  for (int step = 0; step < STEPS; step++) {
+    walk_step(temp, &temps, TEMPS, 200, &rng);
+    if (step % 4 == 0) {   /* a long-lived object replaced */
+      unsigned i = (unsigned)rng_below(&rng, LONG);
+      free(lived[i]);
+      CHECK((lived[i] = malloc(200)) != NULL);
+    }
+  }
+  CHECK(stats_get(&st) == 0);
+  test_note("pages in use: %llu sparse, %llu after the churn\n", (unsigned long long)sparse,
+            (unsigned long long)st.pages_in_use);
+  CHECKF(st.pages_in_use * 2 < sparse, "the sparse blocks did not drain: %llu pages in use, %llu before",
+         (unsigned long long)st.pages_in_use, (unsigned long long)sparse);
+  CHECK(locus_check == NULL || locus_check() == 0);
+  for (int i = 0; i < temps; i++) free(temp[i]);
+  for (int i = 0; i < LONG; i++) free(lived[i]);
 }
 
 static void t_coalescing(void) {
@@ -690,6 +736,7 @@ int main(int argc, char **argv) {
     { "large_cache", t_large_cache },
     { "large_cache_phases", t_large_cache_phases },
     { "tcache_grows", t_tcache_grows },
+    { "tcache_reap", t_tcache_reap },
     { "split_runt", t_split_runt },
     { "discard", t_discard },
     { "burst", t_burst },

@@ -275,8 +275,22 @@ static const bool cfg_tcache = VAM_TCACHE;
  * to the classes in use (as the large side's room does). Thread exit, purge, and the heap
  * taking pages that were not resident (vam_tcache_trim) put every bin back to its first cap.
  * What a thread may hold is then its bins' first caps (674 KiB in all classes) and the
- * budget; tcmalloc's thread caches grow the same way, to 4 MiB a thread. */
+ * budget; tcmalloc's thread caches grow the same way, to 4 MiB a thread.
+ * Reap mode. A bin hands a freed slot out again at once, wherever its block is; so where a
+ * class's blocks are mostly empty slots (its program moved on to other sizes and left a few
+ * long-lived objects in each), the successors of those objects land all over the old blocks
+ * and none empties (bench/espresso: 1,467 blocks with 29% of their slots used at the peak, 47%
+ * without the cache). The same growth test, when it does not grow the bin, counts the class's
+ * blocks and objects: with at least VAM_REAP_BLOCKS blocks less than VAM_REAP_OFF_PCT used,
+ * the bin goes off (cap 0, its objects back to their blocks), so that mallocs take the head
+ * block's slots, as Vam's reap order would, and the blocks behind it drain; the bin comes back
+ * at VAM_REAP_ON_PCT, or under VAM_REAP_BLOCKS blocks, on the next such test (a bin that is
+ * off misses every malloc, so every free of its class makes one). A cycle of bursts grows its
+ * bin instead: its blocks look as sparse between bursts. */
 #define VAM_TCACHE_GROWN_SLOTS 2048
+#define VAM_REAP_BLOCKS 8
+#define VAM_REAP_OFF_PCT 30
+#define VAM_REAP_ON_PCT 60
 /* One class's bin: 32 bytes, two a cache line. 28 objects and 4 KiB a class against 12 and 8
  * KiB: 1.5 instructions a pair fewer on churn (fewer overflows), peak RSS +2-3% on batches and
  * prodcons (docs/results.md). 16 KiB a class rather than 4 (the classes of 160 B and more hold
@@ -366,6 +380,10 @@ typedef struct design_heap {
   vam_lbin_t lbin[VAM_LCLASSES];      /* its large side (above) */
   int32_t tcache_spare;              /* the bytes its bins may still grow by (above) */
   uint32_t tcache_victim;            /* the class whose grown bin goes back first */
+  /* The blocks of each class the heap holds (listed, full, its spare and hinted ones; not the
+   * empty ones in its cache, which belong to no class): what the reap test (vam.h) weighs the
+   * class's objects against. */
+  uint32_t blocks[VAM_MAX_CLASSES];
   uint32_t tcache_hits_at[VAM_MAX_CLASSES];   /* tbin[c].allocs at its last growth test */
   int32_t lcache_room;               /* the bytes its large side may still take (above) */
   uint32_t lcache_victim;            /* the class it frees a chunk of next when they run short */

@@ -147,6 +147,7 @@ static ALWAYS_INLINE void vam_free_block(heap_t *h, desc_t *b, void *p, size_t o
  * is room (keep), else back to the page manager. */
 static void vam_block_drop(heap_t *h, desc_t *b, bool keep) {
   list_unlink(&h->d.avail[b->cls], b);
+  h->d.blocks[b->cls]--;
   if (h->d.spare[b->cls] == b) h->d.spare[b->cls] = NULL;
   unsigned k = vam_cache_index(b->npages);
   if (keep && h->d.ncache[k] < VAM_CACHE_BLOCKS) {

@@ -171,6 +171,7 @@ static size_t vam_check_block(heap_t *h, desc_t *b) {
 static size_t design_check(heap_t *h) {
   size_t bad = 0;
   size_t listed = 0, blocks = 0, grown = 0;   /* grown: the bytes the bins grew by */
+  uint32_t of_class[VAM_MAX_CLASSES] = { 0 };   /* blocks found, less the cached empty ones */
   for (unsigned c = 0; c < vam_nclasses; c++) {
     desc_t *spare = h->d.spare[c];
     bool spare_listed = !spare || spare->used > 0;   /* refilled since: may be full */
@@ -194,8 +195,9 @@ static size_t design_check(heap_t *h) {
     }
     CHECK(spare_listed && (!spare || (spare->kind == KIND_VAM_BLOCK && spare->cls == c)));
     vam_tbin_t *t = &h->d.tbin[c];   /* the thread cache */
-    CHECK(t->room <= t->cap && t->cap >= vam_tcache_base[c] && t->cap <= VAM_TCACHE_GROWN_SLOTS);
-    grown += (size_t)(t->cap - vam_tcache_base[c]) * vam_slot_size(c);
+    CHECK(t->room <= t->cap && t->cap <= VAM_TCACHE_GROWN_SLOTS &&
+          (t->cap >= vam_tcache_base[c] || (t->cap == 0 && t->head == NULL)));   /* (0: reap mode) */
+    if (t->cap) grown += (size_t)(t->cap - vam_tcache_base[c]) * vam_slot_size(c);
     char *p = t->head;
     for (unsigned i = 0; i < vam_tcache_count(t); i++, p = vam_tcache_next(p)) {
       CHECK(p != NULL);
@@ -231,6 +233,7 @@ static size_t design_check(heap_t *h) {
       desc_t *b = h->d.cache[k][i];
       CHECK(b->kind == KIND_VAM_BLOCK && b->used == 0 && vam_cache_index(b->npages) == k);
       listed++;   /* counted with the blocks found in the segments */
+      of_class[b->cls]--;
     }
   }
   for (segment_t *s = h->pages.segments; s; s = s->next) {
@@ -243,6 +246,7 @@ static size_t design_check(heap_t *h) {
       if (r->kind == KIND_VAM_LARGE) CHECK(r->npages == VAM_AREA_PAGES);
       if (r->kind == KIND_VAM_BLOCK) {
         blocks++;
+        of_class[r->cls]++;
         bad += vam_check_block(h, r);
         if (vam_block_full(r)) listed++;   /* on the implicit full list */
       }
@@ -269,6 +273,7 @@ static size_t design_check(heap_t *h) {
     }
   }
   CHECK(listed == blocks && cached_seen == cached);
+  for (unsigned c = 0; c < VAM_MAX_CLASSES; c++) CHECK(of_class[c] == h->d.blocks[c]);
   return bad;
 }
 

@@ -17,6 +17,7 @@ static desc_t *vam_block_new(heap_t *h, unsigned cls) {
     heap_count(h, blocks_in_use, 1);
     if (clean) vam_tcache_trim(h);   /* the footprint grows: no grown bins through it */
   }
+  h->d.blocks[cls]++;
   char *start = desc_start(b);
   size_t bytes = desc_bytes(b), cap = bytes / size;
   b->kind = KIND_VAM_BLOCK;

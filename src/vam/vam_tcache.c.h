@@ -180,7 +180,7 @@ static void vam_tcache_return(heap_t *h, unsigned cls) {
 static void vam_tcache_shrink(heap_t *h, unsigned cls) {
   vam_tbin_t *t = &h->d.tbin[cls];
   int32_t base = vam_tcache_base[cls];
-  if (t->cap == base) return;
+  if (t->cap == base || !t->cap) return;   /* (cap 0: off, reap mode: it holds nothing) */
   unsigned n = vam_tcache_count(t), keep = n < (unsigned)base ? n : (unsigned)base;
   h->d.tcache_spare += (t->cap - base) * (int32_t)vam_slot_size(cls);
   t->cap = base;
@@ -204,21 +204,51 @@ static void vam_tcache_trim(heap_t *h) {
   for (unsigned c = 0; c < vam_nclasses; c++) vam_tcache_shrink(h, c);
 }
 
+/* Whether class cls's blocks have fewer than pct% of their slots in use (the objects in its
+ * thread-cache bin counted in use: the class takes them next), with at least VAM_REAP_BLOCKS
+ * of them: reap mode's test (vam.h). The objects in use are the blocks' allocations less
+ * their frees, which other threads' frees can make approximate; the test only picks a policy. */
+static bool vam_tcache_sparse(heap_t *h, unsigned cls, unsigned pct) {
+  uint32_t blocks = h->d.blocks[cls];
+  if (blocks < VAM_REAP_BLOCKS) return false;
+  uint64_t used = h->d.allocs[cls] - h->d.frees[cls];
+  uint64_t slots = (uint64_t)blocks * (((size_t)vam_block_pages(cls) << os_page_shift) / vam_slot_size(cls));
+  return used * 100 < slots * pct;
+}
+
+/* Reap mode (vam.h): bin t of class cls, at its first cap (a grown bin serves bursts), goes off
+ * (its objects back to their blocks) while the class's blocks are sparse. */
+static void vam_tcache_reap(heap_t *h, vam_tbin_t *t, unsigned cls) {
+  if (t->cap != vam_tcache_base[cls] || !vam_tcache_sparse(h, cls, VAM_REAP_OFF_PCT)) return;
+  vam_tcache_return(h, cls);
+  t->cap = t->room = 0;
+}
+
 /* A free found bin t full, and mallocs found it empty since the last test (t->missed): if
  * they were a cycle of bursts (vam.h), it grows by the objects those mallocs took from the
  * blocks, at most doubling, within VAM_TCACHE_GROWN_SLOTS and the heap's budget, which other
- * classes' grown bins give back in turn when it runs short. Whether it has room now. Only
- * the heap's own thread (its bins). */
+ * classes' grown bins give back in turn when it runs short; if not, it goes off while its
+ * class's blocks are sparse, and comes back once they are not (reap mode, vam.h). Whether it
+ * has room now. Only the heap's own thread (its bins). */
 static NOINLINE bool vam_tcache_grow(heap_t *h, vam_tbin_t *t) {
   unsigned cls = (unsigned)(t - h->d.tbin);
   uint32_t missed = t->missed, hits = (uint32_t)t->allocs - h->d.tcache_hits_at[cls];
   int32_t want = (int32_t)(missed < (uint32_t)t->cap ? missed : (uint32_t)t->cap);   /* (at most double) */
   t->missed = 0;
-  /* (cap 0: no cache; classes the byte bound caps, over 585 B, do not grow: 4 KiB objects
-   * took a few at a time from the budget in localarrays' random replacement, +5% peak RSS) */
-  if (cls >= vam_nclasses || vam_tcache_base[cls] < VAM_TCACHE_SLOTS) return false;
-  h->d.tcache_hits_at[cls] = (uint32_t)t->allocs;
-  if (hits < (uint32_t)t->cap || missed < hits / 4) return false;   /* not a cycle of bursts (vam.h) */
+  if (cls >= vam_nclasses || !vam_tcache_base[cls]) return false;   /* (no cache) */
+  if (!t->cap) {   /* off: back on once the class's blocks are dense again */
+    if (vam_tcache_sparse(h, cls, VAM_REAP_ON_PCT)) return false;
+    t->cap = t->room = vam_tcache_base[cls];
+    return true;
+  }
+  /* (classes the byte bound caps, over 585 B, do not grow: 4 KiB objects took a few at a
+   * time from the budget in localarrays' random replacement, +5% peak RSS) */
+  bool may_grow = vam_tcache_base[cls] == VAM_TCACHE_SLOTS;
+  if (may_grow) h->d.tcache_hits_at[cls] = (uint32_t)t->allocs;
+  if (!may_grow || hits < (uint32_t)t->cap || missed < hits / 4) {   /* not a cycle of bursts (vam.h) */
+    vam_tcache_reap(h, t, cls);
+    return false;
+  }
   int32_t slot = (int32_t)vam_slot_size(cls);
   if (want > VAM_TCACHE_GROWN_SLOTS - t->cap) want = VAM_TCACHE_GROWN_SLOTS - t->cap;
   for (unsigned tries = 0; h->d.tcache_spare < want * slot && tries < vam_nclasses; tries++) {
