@@ -235,7 +235,9 @@ static NOINLINE bool vam_tcache_grow(heap_t *h, vam_tbin_t *t) {
   uint32_t missed = t->missed, hits = (uint32_t)t->allocs - h->d.tcache_hits_at[cls];
   int32_t want = (int32_t)(missed < (uint32_t)t->cap ? missed : (uint32_t)t->cap);   /* (at most double) */
   t->missed = 0;
-  if (cls >= vam_nclasses || !vam_tcache_base[cls]) return false;   /* (no cache) */
+  /* (no cache; heap_empty's one bin, which a thread without a heap may reach, stays empty:
+   * all its sizes map to the 8-byte class, which has none, but it is tested for itself) */
+  if (cls >= vam_nclasses || !vam_tcache_base[cls] || h == &heap_empty) return false;
   if (!t->cap) {   /* off: back on once the class's blocks are dense again */
     if (vam_tcache_sparse(h, cls, VAM_REAP_ON_PCT)) return false;
     t->cap = t->room = vam_tcache_base[cls];
