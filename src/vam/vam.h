@@ -284,13 +284,14 @@ static const bool cfg_tcache = VAM_TCACHE;
  * blocks and objects: with at least VAM_REAP_BLOCKS blocks less than VAM_REAP_OFF_PCT used,
  * the bin goes off (cap 0, its objects back to their blocks), so that mallocs take the head
  * block's slots, as Vam's reap order would, and the blocks behind it drain; the bin comes back
- * at VAM_REAP_ON_PCT, or under VAM_REAP_BLOCKS blocks, on the next such test (a bin that is
- * off misses every malloc, so every free of its class makes one). A cycle of bursts grows its
- * bin instead: its blocks look as sparse between bursts. */
+ * at VAM_REAP_ON_PCT, or under VAM_REAP_BLOCKS blocks, on a later such test (a bin that is
+ * off misses every malloc: a free of its class tests again once VAM_REAP_RETEST have). A cycle
+ * of bursts grows its bin instead: its blocks look as sparse between bursts. */
 #define VAM_TCACHE_GROWN_SLOTS 2048
-#define VAM_REAP_BLOCKS 8
-#define VAM_REAP_OFF_PCT 30
+#define VAM_REAP_BLOCKS 12
+#define VAM_REAP_OFF_PCT 25
 #define VAM_REAP_ON_PCT 60
+#define VAM_REAP_RETEST 64
 /* One class's bin: 32 bytes, two a cache line. 28 objects and 4 KiB a class against 12 and 8
  * KiB: 1.5 instructions a pair fewer on churn (fewer overflows), peak RSS +2-3% on batches and
  * prodcons (docs/results.md). 16 KiB a class rather than 4 (the classes of 160 B and more hold
