@@ -19,8 +19,6 @@ static unsigned vam_tcache_cap(unsigned cls) {
  * may grow by (vam.h; 0 without a cache). */
 static int32_t vam_tcache_base[VAM_MAX_CLASSES];
 static int32_t vam_tcache_budget;
-/* The slots of each class's blocks (reap mode's test, vam_tcache_sparse, with no division). */
-static uint32_t vam_block_slots[VAM_MAX_CLASSES];
 
 /* The most chunk bytes a heap's large side holds (vam.h; 0: none), from the options. */
 static uint32_t vam_lcache_cap;
@@ -49,10 +47,7 @@ static inline unsigned vam_lclass_floor(size_t u) {
 static void vam_tcache_global_init(void) {
   vam_lcache_cap = opt.tcache && opt.discard != DISCARD_IMMEDIATE ? VAM_LCACHE_BYTES : 0;
   vam_lclass_init();
-  for (unsigned c = 0; c < vam_nclasses; c++) {
-    vam_tcache_base[c] = (int32_t)vam_tcache_cap(c);
-    vam_block_slots[c] = (uint32_t)(((size_t)vam_block_pages(c) << os_page_shift) / vam_slot_size(c));
-  }
+  for (unsigned c = 0; c < vam_nclasses; c++) vam_tcache_base[c] = (int32_t)vam_tcache_cap(c);
   vam_tcache_budget = !vam_lcache_cap ? 0 : opt.tcache_grow < (1u << 30) ? (int32_t)opt.tcache_grow : 1 << 30;
 }
 
@@ -217,7 +212,10 @@ static bool vam_tcache_sparse(heap_t *h, unsigned cls, unsigned pct) {
   uint32_t blocks = h->d.blocks[cls];
   if (blocks < VAM_REAP_BLOCKS) return false;
   uint64_t used = h->d.allocs[cls] - h->d.frees[cls];
-  return used * 100 < (uint64_t)blocks * vam_block_slots[cls] * pct;
+  /* (a block's slots, its bytes / the slot size, from the class's recip with no division: a
+   * class with a bin has one, exact for offsets up to a block's size, vam_recip) */
+  uint64_t slots = ((uint64_t)vam_block_pages(cls) << os_page_shift) * vam_class_recip[cls] >> RECIP_SHIFT;
+  return used * 100 < blocks * slots * pct;
 }
 
 /* Reap mode (vam.h): bin t of class cls, at its first cap (a grown bin serves bursts), goes off
