@@ -5,6 +5,9 @@
  * which checks and frees them. Every free is of an object another thread allocated and is
  * still running. What it rewards: remote frees that cost about what a local free costs (an
  * allocator that sends each object home one at a time, or takes a lock per free, loses).
+ * Give it no more threads (2 x pairs) than cores: a full or empty queue makes its side spin on
+ * sched_yield, so with more threads than cores the time depends on which threads the
+ * scheduler first put on the same core (a pair sharing a core frees nothing across cores).
  *
  * usage: prodcons [scale] [pairs] [--quick]     objects grow linearly with scale
  */
