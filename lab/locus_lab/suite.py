@@ -61,7 +61,8 @@ BENCH = (
     # One pair, so that the two threads run on two cores and every free crosses cores. With
     # the program's default of two pairs on a 2-core machine the four threads spin on
     # sched_yield, and where the scheduler first puts them decides the time: every allocator
-    # then ran 0.4-2.0 s from one run to the next (docs/results.md, "prodcons").
+    # then ran 0.4-2.4 s from one run to the next (docs/results.md, "The closing run on an
+    # Intel host").
     Bench("prodcons", ["1"], 4.5, "1 producer allocates small objects, 1 consumer on the "
           "other core frees them"),
     Bench("localarrays", [], 0.6, "2 threads replacing objects of 4 B-32 KiB in their own "
